@@ -1,0 +1,44 @@
+"""Session-query gateway: exact inspection of AI-agent session history.
+
+The query core (`gateway.core`) is importable on its own; `create_app` builds
+the GraphQL-over-HTTP service around it.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from .core import (
+    ErrorCode,
+    EventSurface,
+    LiveSession,
+    SessionEvent,
+    SessionHeader,
+    SessionQuery,
+    SessionQueryError,
+    SessionStore,
+    fold_surface,
+)
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+
+def create_app(query: SessionQuery, **options: Any) -> "Starlette":
+    """The Starlette ASGI app serving `query` over GraphQL (imported lazily)."""
+    from .server.app import create_app as _create_app  # type: ignore[import-not-found]
+
+    app: Starlette = _create_app(query, **options)
+    return app
+
+
+__all__ = [
+    "ErrorCode",
+    "EventSurface",
+    "LiveSession",
+    "SessionEvent",
+    "SessionHeader",
+    "SessionQuery",
+    "SessionQueryError",
+    "SessionStore",
+    "create_app",
+    "fold_surface",
+]

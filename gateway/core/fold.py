@@ -1,0 +1,352 @@
+"""The surface fold (SPEC §2): one set of transitions for whole logs and live appends.
+
+The surface is a doubly linked list of seqs. Each node on it carries an order
+label that strictly increases along the list, so "is this seq on the surface"
+and "does start come before end" are O(1): an append takes the tail's label
+plus one, and a replacement takes over the label of its `start` node (the
+range it removes sat exactly there). Walking the removed nodes is the only
+per-replacement cost, which makes a whole fold linear in the log.
+
+`SurfaceFold` is the incremental state; `fold_surface(events)` replays a whole
+log through the same `apply` and returns a detached `FoldResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from .errors import ErrorCode, SessionQueryError
+from .jsonvalue import JsonValue
+from .model import SURFACE_TYPES
+
+
+class EventSurface(StrEnum):
+    """Where a raw event stands relative to the model-visible surface."""
+
+    CURRENT = "CURRENT"
+    SHADOWED = "SHADOWED"
+    LOG_ONLY = "LOG_ONLY"
+
+
+class FoldableEvent(Protocol):
+    """What the fold reads of an event. `data` is read only for tool-result rewrites."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def data(self) -> JsonValue: ...
+    @property
+    def surface_op(self) -> JsonValue: ...
+    @property
+    def source_event_seqs(self) -> JsonValue: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """One positional replacement: its own seq, the declared range and what it removed.
+
+    `shadowed` is in surface order (position(start) through position(end)).
+    """
+
+    seq: int
+    start: int
+    end: int
+    shadowed: tuple[int, ...]
+
+
+_LOG_ONLY, _CURRENT, _SHADOWED = 0, 1, 2
+_CLASS = (EventSurface.LOG_ONLY, EventSurface.CURRENT, EventSurface.SHADOWED)
+_NONE = -1
+_TOOL_RESULT = "tool/result"
+_ASSISTANT_MESSAGE = "assistant/message"
+
+RULES = {
+    1: "seqs are contiguous from 0",
+    2: "only surface events carry surfaceOp or sourceEventSeqs",
+    3: "a surface event carries a well-formed surfaceOp",
+    4: "replace endpoints are on the current surface, start not after end",
+    5: "sourceEventSeqs is a list of distinct earlier seqs",
+    6: "a replace cites every node it shadows",
+    7: "a tool/result replace rewrites one tool/result's content only",
+}
+
+
+def _reject(rule: int, seq: object, detail: str) -> SessionQueryError:
+    return SessionQueryError(
+        ErrorCode.INVALID_SURFACE,
+        f"event seq {seq} breaks surface rule {rule} ({RULES[rule]}): {detail}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FoldResult:
+    """A whole log's fold: the surface in model-visible order and every replacement.
+
+    Also answers, per raw seq, its classification and its immediate replacer.
+    """
+
+    nodes: tuple[int, ...]
+    replacements: tuple[Replacement, ...]
+    _states: bytes
+    _replaced_by: dict[int, int]
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def surface_of(self, seq: int) -> EventSurface:
+        return _CLASS[self._states[seq]]
+
+    def classes(self) -> list[EventSurface]:
+        """The classification of every raw event, by seq."""
+        table = _CLASS
+        return [table[s] for s in self._states]
+
+    def replaced_by(self, seq: int) -> int | None:
+        return self._replaced_by.get(seq)
+
+    def replacement(self, seq: int) -> Replacement | None:
+        """The replacement made by event `seq`, if it made one."""
+        for r in self.replacements:
+            if r.seq == seq:
+                return r
+        return None
+
+
+class SurfaceFold:
+    """Incremental fold state. `apply` validates one event and commits it, or raises
+    `SessionQueryError(INVALID_SURFACE)` and leaves the state exactly as it was."""
+
+    __slots__ = (
+        "_head",
+        "_label",
+        "_lookup",
+        "_next",
+        "_prev",
+        "_replaced_by",
+        "_replacements",
+        "_states",
+        "_tail",
+    )
+
+    def __init__(self, lookup: Callable[[int], FoldableEvent]) -> None:
+        """`lookup(seq)` returns an already applied event (needed for rule 7 only)."""
+        self._lookup = lookup
+        self._states = bytearray()
+        self._label: list[int] = []
+        self._prev: list[int] = []
+        self._next: list[int] = []
+        self._head = _NONE
+        self._tail = _NONE
+        self._replacements: list[Replacement] = []
+        self._replaced_by: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def apply(self, event: FoldableEvent) -> None:
+        """Validate `event` as the next entry of the log, then commit it."""
+        seq = event.seq
+        states = self._states
+        if type(seq) is not int or seq != len(states):
+            raise _reject(1, seq, f"expected seq {len(states)}")
+        etype = event.type
+        op = event.surface_op
+        sources = event.source_event_seqs
+        if etype not in SURFACE_TYPES:
+            if op is not None or sources is not None:
+                what = "surfaceOp" if op is not None else "sourceEventSeqs"
+                raise _reject(2, seq, f"log-only type {etype!r} carries {what}")
+            states.append(_LOG_ONLY)
+            self._label.append(_NONE)
+            self._prev.append(_NONE)
+            self._next.append(_NONE)
+            return
+        if op is None:
+            raise _reject(3, seq, f"surface type {etype!r} has no surfaceOp")
+        if sources is not None:
+            _check_sources(seq, etype, sources)
+        if op == "append":
+            self._link_tail(seq)
+            states.append(_CURRENT)
+            return
+        start, end = _parse_replace(seq, op)
+        shadowed = self._range(seq, start, end)
+        cited = set(sources) if sources is not None else set()
+        missing = [s for s in shadowed if s not in cited]
+        if missing:
+            raise _reject(6, seq, f"shadows {missing} without citing them in sourceEventSeqs")
+        if etype == _TOOL_RESULT:
+            self._check_tool_result_rewrite(event, shadowed)
+        self._commit_replace(seq, start, end, shadowed)
+
+    def _link_tail(self, seq: int) -> None:
+        tail = self._tail
+        if tail == _NONE:
+            self._head = seq
+            self._label.append(0)
+        else:
+            self._next[tail] = seq
+            self._label.append(self._label[tail] + 1)
+        self._prev.append(tail)
+        self._next.append(_NONE)
+        self._tail = seq
+
+    def _range(self, seq: int, start: int, end: int) -> list[int]:
+        """The nodes from position(start) through position(end); read-only."""
+        label = self._label
+        states = self._states
+        for name, node in (("start", start), ("end", end)):
+            if node >= seq or states[node] != _CURRENT:
+                where = "is not in the log yet" if node >= seq else _where(self._states[node])
+                raise _reject(4, seq, f"replace {name} {node} {where}")
+        if label[start] > label[end]:
+            raise _reject(4, seq, f"replace start {start} comes after end {end} on the surface")
+        out = [start]
+        nxt = self._next
+        node = start
+        while node != end:
+            node = nxt[node]
+            out.append(node)
+        return out
+
+    def _check_tool_result_rewrite(self, event: FoldableEvent, shadowed: list[int]) -> None:
+        seq = event.seq
+        if len(shadowed) != 1:
+            raise _reject(7, seq, f"a tool/result replace shadows {len(shadowed)} nodes, not 1")
+        old = self._lookup(shadowed[0])
+        if old.type != _TOOL_RESULT:
+            raise _reject(7, seq, f"replaces {old.type!r} seq {old.seq}, not a tool/result")
+        detail = _rewrite_difference(old.data, event.data)
+        if detail:
+            raise _reject(7, seq, detail)
+
+    def _commit_replace(self, seq: int, start: int, end: int, shadowed: list[int]) -> None:
+        label, prev, nxt = self._label, self._prev, self._next
+        before, after = prev[start], nxt[end]
+        new_label = label[start]
+        states, replaced_by = self._states, self._replaced_by
+        for node in shadowed:
+            states[node] = _SHADOWED
+            replaced_by[node] = seq
+        label.append(new_label)
+        prev.append(before)
+        nxt.append(after)
+        if before == _NONE:
+            self._head = seq
+        else:
+            nxt[before] = seq
+        if after == _NONE:
+            self._tail = seq
+        else:
+            prev[after] = seq
+        states.append(_CURRENT)
+        self._replacements.append(Replacement(seq, start, end, tuple(shadowed)))
+
+    def nodes(self) -> tuple[int, ...]:
+        """The current surface in model-visible order."""
+        out = []
+        nxt = self._next
+        node = self._head
+        while node != _NONE:
+            out.append(node)
+            node = nxt[node]
+        return tuple(out)
+
+    def result(self) -> FoldResult:
+        """A detached snapshot of the fold so far."""
+        return FoldResult(
+            nodes=self.nodes(),
+            replacements=tuple(self._replacements),
+            _states=bytes(self._states),
+            _replaced_by=dict(self._replaced_by),
+        )
+
+
+def fold_surface(events: Sequence[FoldableEvent]) -> FoldResult:
+    """Replay a whole log; accept it as a whole or raise INVALID_SURFACE naming the rule."""
+    state = SurfaceFold(events.__getitem__)
+    apply = state.apply
+    for event in events:
+        apply(event)
+    return state.result()
+
+
+def _where(state: int) -> str:
+    return "was shadowed by an earlier replace" if state == _SHADOWED else "is log-only"
+
+
+def _parse_replace(seq: int, op: Any) -> tuple[int, int]:
+    if type(op) is not dict or op.keys() != {"op", "start", "end"} or op["op"] != "replace":
+        raise _reject(
+            3, seq, f'surfaceOp must be "append" or {{op: "replace", start, end}}, got {op!r}'
+        )
+    start, end = op["start"], op["end"]
+    if type(start) is not int or type(end) is not int or start < 0 or end < 0:
+        raise _reject(3, seq, f"replace start/end must be non-negative integers, got {op!r}")
+    return start, end
+
+
+def _check_sources(seq: int, etype: str, sources: Any) -> None:
+    if not isinstance(sources, (tuple, list)):
+        raise _reject(5, seq, f"sourceEventSeqs must be a list, got {sources!r}")
+    if not sources and etype != _ASSISTANT_MESSAGE:
+        raise _reject(5, seq, f"sourceEventSeqs is empty on {etype!r}")
+    for s in sources:
+        if type(s) is not int or s < 0:
+            raise _reject(5, seq, f"sourceEventSeqs holds {s!r}, not a non-negative integer")
+        if s >= seq:
+            raise _reject(5, seq, f"sourceEventSeqs names {s}, which is not earlier")
+    if len(set(sources)) != len(sources):
+        raise _reject(5, seq, f"sourceEventSeqs repeats a seq: {list(sources)}")
+
+
+def _first_content_item(data: JsonValue) -> dict[str, Any] | None:
+    if type(data) is not dict:
+        return None
+    message = data.get("message")
+    if type(message) is not dict:
+        return None
+    content = message.get("content")
+    if type(content) is not list or not content or type(content[0]) is not dict:
+        return None
+    item: dict[str, Any] = content[0]
+    return item
+
+
+def _rewrite_difference(old: JsonValue, new: JsonValue) -> str | None:
+    """Why `new` is not `old` with only data.message.content[0].content changed, or None."""
+    old_item, new_item = _first_content_item(old), _first_content_item(new)
+    if old_item is None or new_item is None:
+        which = "replaced" if old_item is None else "replacing"
+        return f"the {which} tool/result has no object at data.message.content[0]"
+    if {k: v for k, v in old.items() if k != "message"} != {
+        k: v for k, v in new.items() if k != "message"
+    }:
+        return "changes data outside data.message"
+    old_msg, new_msg = old["message"], new["message"]
+    if {k: v for k, v in old_msg.items() if k != "content"} != {
+        k: v for k, v in new_msg.items() if k != "content"
+    }:
+        return "changes data.message outside its content"
+    if old_msg["content"][1:] != new_msg["content"][1:]:
+        return "changes data.message.content beyond its first item"
+    if {k: v for k, v in old_item.items() if k != "content"} != {
+        k: v for k, v in new_item.items() if k != "content"
+    }:
+        return "changes data.message.content[0] outside its content"
+    return None
+
+
+def iter_citations(events: Iterable[FoldableEvent], target: int) -> list[int]:
+    """Seqs of the events that cite `target` directly, in log order."""
+    out = []
+    for event in events:
+        sources = event.source_event_seqs
+        if sources is not None and event.seq > target and target in sources:
+            out.append(event.seq)
+    return out

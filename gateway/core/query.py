@@ -1,0 +1,216 @@
+"""`SessionQuery`: the five exact-inspection operations over one logical corpus (SPEC §4).
+
+Each call observes the live stores and the mounted backend afresh; use
+`observe()` to ask several questions of one consistent observation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from .backend import has_method
+from .errors import ErrorCode, SessionQueryError
+from .fold import iter_citations
+from .lineage import children_index, trace_lineage
+from .observation import Observation
+from .results import EventRecord, EventTrace, ReadWindow, SessionRecord, SessionTrace
+from .store import SessionStore
+
+DEFAULT_READ_WINDOW_MAX = 50
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+class SessionQuery:
+    """Exact, read-only inspection of sessions held live and persisted.
+
+    Live stores can be registered and unregistered, and a persistence backend
+    mounted, replaced or unmounted, at any time; the query keeps no cache.
+    """
+
+    def __init__(
+        self,
+        live: Iterable[SessionStore] = (),
+        persistence: object | None = None,
+        read_window_max: int = DEFAULT_READ_WINDOW_MAX,
+    ) -> None:
+        if not _is_int(read_window_max) or read_window_max < 0:
+            raise SessionQueryError(
+                ErrorCode.INVALID_CONFIG,
+                f"read_window_max must be a non-negative integer, got {read_window_max!r}",
+            )
+        self.read_window_max = read_window_max
+        self._lock = threading.Lock()
+        self._stores: list[SessionStore] = []
+        for store in live:
+            self.register_live(store)
+        self._backend: object | None = None
+        if persistence is not None:
+            self.mount_persistence(persistence)
+
+    # -- sources -----------------------------------------------------------
+
+    def register_live(self, store: SessionStore) -> None:
+        """Add a live store to the corpus (registering it twice is a no-op)."""
+        if not isinstance(store, SessionStore):
+            raise SessionQueryError(
+                ErrorCode.INVALID_CONFIG, f"not a SessionStore: {type(store).__name__}"
+            )
+        with self._lock:
+            if all(s is not store for s in self._stores):
+                self._stores.append(store)
+
+    def unregister_live(self, store: SessionStore) -> bool:
+        """Remove a live store; returns whether it was registered."""
+        with self._lock:
+            kept = [s for s in self._stores if s is not store]
+            removed = len(kept) != len(self._stores)
+            self._stores = kept
+            return removed
+
+    @property
+    def live_stores(self) -> tuple[SessionStore, ...]:
+        with self._lock:
+            return tuple(self._stores)
+
+    def mount_persistence(self, backend: object) -> None:
+        """Mount (or replace) the persistence backend."""
+        missing = [m for m in ("list", "load") if not has_method(backend, m)]
+        if missing:
+            raise SessionQueryError(
+                ErrorCode.INVALID_CONFIG,
+                f"a persistence backend needs async list() and load(); "
+                f"{type(backend).__name__} lacks {', '.join(missing)}",
+            )
+        with self._lock:
+            self._backend = backend
+
+    def unmount_persistence(self) -> object | None:
+        """Unmount the backend; returns the one that was mounted, if any."""
+        with self._lock:
+            backend, self._backend = self._backend, None
+            return backend
+
+    @property
+    def persistence(self) -> object | None:
+        with self._lock:
+            return self._backend
+
+    def observe(self) -> Observation:
+        """A fresh observation: sources as of now, loads remembered until it is dropped."""
+        with self._lock:
+            return Observation(self._stores, self._backend)
+
+    # -- operations --------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        return await list_sessions(self.observe())
+
+    async def list_events(self, session_id: str) -> list[EventRecord]:
+        return await list_events(self.observe(), session_id)
+
+    async def read_event(
+        self, session_id: str, seq: int, before: int = 0, after: int = 0
+    ) -> ReadWindow:
+        limit = self.read_window_max
+        return await read_event(self.observe(), session_id, seq, before, after, limit)
+
+    async def trace_session(self, session_id: str) -> SessionTrace:
+        return await trace_session(self.observe(), session_id)
+
+    async def trace_event(self, session_id: str, seq: int) -> EventTrace:
+        return await trace_event(self.observe(), session_id, seq)
+
+
+# The operations over a given observation: what `SessionQuery` runs per call, and
+# what a request-scoped caller (the GraphQL layer) runs over its own observation.
+
+
+async def list_sessions(obs: Observation) -> list[SessionRecord]:
+    """Every session record, newest first by createdAt, ties by id."""
+    return await obs.records()
+
+
+async def list_events(obs: Observation, session_id: str) -> list[EventRecord]:
+    """Every raw event of a session by seq, with its surface classification."""
+    log, fold = await obs.fold(session_id)
+    classes = fold.classes()
+    return [
+        EventRecord(session_id, e.seq, e.type, e.time, cls)
+        for e, cls in zip(log.events, classes, strict=True)
+    ]
+
+
+def check_window(before: object, after: object, limit: int) -> None:
+    """INVALID_WINDOW unless both bounds are ints (not bools) in 0..limit."""
+    for name, value in (("before", before), ("after", after)):
+        if not _is_int(value) or not 0 <= value <= limit:  # type: ignore[operator]
+            raise SessionQueryError(
+                ErrorCode.INVALID_WINDOW,
+                f"{name} must be an integer from 0 to {limit}, got {value!r}",
+            )
+
+
+def _event_not_found(session_id: str, seq: object, size: int | None = None) -> SessionQueryError:
+    where = f" (the log has seqs 0..{size - 1})" if size else ""
+    return SessionQueryError(
+        ErrorCode.EVENT_NOT_FOUND, f"session {session_id!r} has no event seq {seq!r}{where}"
+    )
+
+
+async def read_event(
+    obs: Observation, session_id: str, seq: int, before: int, after: int, limit: int
+) -> ReadWindow:
+    """The target event and its raw neighbours, clipped to the log."""
+    check_window(before, after, limit)
+    if not _is_int(seq) or seq < 0:
+        raise _event_not_found(session_id, seq)
+    header, events = await obs.window(session_id, max(0, seq - before), seq + after)
+    target = next((e for e in events if e.seq == seq), None)
+    if target is None:
+        raise _event_not_found(session_id, seq)
+    window = [e.detached() for e in events]
+    return ReadWindow(
+        session=header,
+        target=target.detached(),
+        events=window,
+        start_seq=window[0].seq,
+        end_seq=window[-1].seq,
+    )
+
+
+async def trace_session(obs: Observation, session_id: str) -> SessionTrace:
+    """Lineage of one session from one corpus listing."""
+    records = await obs.record_map()
+    return trace_lineage(records, session_id, children_index(records))
+
+
+async def trace_event(obs: Observation, session_id: str, seq: int) -> EventTrace:
+    """How one event replaces and cites others, and is replaced and cited."""
+    log = await obs.log(session_id, need_data=False)
+    if not _is_int(seq) or not 0 <= seq < len(log.events):
+        raise _event_not_found(session_id, seq, len(log.events))
+    log, fold = await obs.fold(session_id)
+    chain: list[int] = []
+    replacer = fold.replaced_by(seq)
+    while replacer is not None:
+        chain.append(replacer)
+        replacer = fold.replaced_by(replacer)
+    own = fold.replacement(seq)
+    event = log.events[seq]
+    if not log.complete_data:
+        _, window = await obs.window(session_id, seq, seq)
+        event = window[0]
+    sources = event.source_event_seqs
+    return EventTrace(
+        target=EventRecord(session_id, seq, event.type, event.time, fold.surface_of(seq)),
+        event=event.detached(),
+        replaced_by=chain[0] if chain else None,
+        replacement_chain=chain,
+        replaced_event_seqs=list(own.shadowed) if own else [],
+        source_event_seqs=list(sources) if sources else [],
+        derived_event_seqs=iter_citations(log.events, seq),
+    )
