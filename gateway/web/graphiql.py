@@ -1,0 +1,148 @@
+"""An offline GraphiQL page: every script and stylesheet comes from the gateway itself.
+
+The assets under ``STATIC_DIR / "graphiql"`` are vendored by
+``scripts/vendor-graphiql.sh`` (GraphiQL 3.x UMD bundle + React 18 UMD builds; see
+``VERSIONS.txt`` there). Serve ``STATIC_DIR`` at ``/static`` and hand
+:func:`graphiql_html` to the GraphQL view's IDE hook.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+STATIC_DIR: Path = Path(__file__).resolve().parent / "static"
+"""Directory to serve as static files; the vendored assets live in its ``graphiql/``."""
+
+ACCEPT = "application/graphql-response+json, application/json"
+
+# Files loaded by the page, in order, relative to ``static_prefix``.
+_STYLESHEETS = ("graphiql.min.css",)
+_SCRIPTS = ("react.production.min.js", "react-dom.production.min.js", "graphiql.min.js")
+
+_PAGE = """<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <meta name="robots" content="noindex" />
+    <title>{title}</title>
+    <link rel="icon" href="data:," />
+{stylesheets}
+    <style>
+      html, body {{ height: 100%; margin: 0; width: 100%; overflow: hidden; }}
+      #graphiql {{ height: 100vh; display: flex; }}
+      #graphiql > .graphiql-loading {{ margin: auto; font-family: system-ui, sans-serif; }}
+    </style>
+  </head>
+  <body>
+    <div id="graphiql"><p class="graphiql-loading">Loading GraphiQL&hellip;</p></div>
+{scripts}
+    <script id="graphiql-config" type="application/json">{config}</script>
+    <script>
+      (function () {{
+        "use strict";
+        var mount = document.getElementById("graphiql");
+        var config = JSON.parse(document.getElementById("graphiql-config").textContent);
+        if (
+          typeof window.GraphiQL === "undefined" ||
+          typeof window.React === "undefined" ||
+          typeof window.ReactDOM === "undefined"
+        ) {{
+          mount.textContent =
+            "GraphiQL could not load its assets from " + config.staticPrefix + "/.";
+          return;
+        }}
+
+        function fetcher(params, opts) {{
+          var headers = new Headers({{
+            "Content-Type": "application/json",
+            Accept: config.accept,
+          }});
+          var extra = (opts && opts.headers) || {{}};
+          Object.keys(extra).forEach(function (name) {{
+            headers.set(name, String(extra[name]));
+          }});
+          return fetch(config.endpoint, {{
+            method: "POST",
+            headers: headers,
+            body: JSON.stringify(params),
+            credentials: "same-origin",
+          }}).then(function (response) {{
+            return response.text().then(function (text) {{
+              try {{
+                return JSON.parse(text);
+              }} catch (err) {{
+                return {{
+                  errors: [
+                    {{
+                      message:
+                        "HTTP " + response.status + " " + response.statusText +
+                        " (not a JSON body): " + text.slice(0, 2000),
+                    }},
+                  ],
+                }};
+              }}
+            }});
+          }});
+        }}
+
+        var props = {{ fetcher: fetcher }};
+        if (config.defaultQuery !== null) {{
+          props.defaultQuery = config.defaultQuery;
+        }}
+        ReactDOM.createRoot(mount).render(React.createElement(GraphiQL, props));
+      }})();
+    </script>
+  </body>
+</html>
+"""
+
+
+def _script_json(value: object) -> str:
+    """JSON that is safe inside a ``<script>`` element (no ``</script>`` breakout)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def graphiql_html(
+    endpoint: str = "/graphql",
+    static_prefix: str = "/static/graphiql",
+    title: str = "Session-query gateway",
+    default_query: str | None = None,
+) -> str:
+    """Return a complete GraphiQL page that loads every asset from ``static_prefix``.
+
+    ``endpoint`` is where the page POSTs its operations (JSON body, ``Accept:
+    application/graphql-response+json, application/json``); ``default_query`` is
+    shown in the editor of a browser that has no saved GraphiQL tabs yet.
+    """
+    prefix = static_prefix.rstrip("/")
+    stylesheets = "\n".join(
+        f'    <link rel="stylesheet" href="{html.escape(f"{prefix}/{name}")}" />'
+        for name in _STYLESHEETS
+    )
+    scripts = "\n".join(
+        f'    <script src="{html.escape(f"{prefix}/{name}")}"></script>' for name in _SCRIPTS
+    )
+    config = _script_json(
+        {
+            "endpoint": endpoint,
+            "staticPrefix": prefix,
+            "accept": ACCEPT,
+            "defaultQuery": default_query,
+        }
+    )
+    return _PAGE.format(
+        title=html.escape(title),
+        stylesheets=stylesheets,
+        scripts=scripts,
+        config=config,
+    )

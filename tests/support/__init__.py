@@ -1,0 +1,1 @@
+"""Shared test infrastructure (throwaway PostgreSQL server, pytest plugins)."""
