@@ -8,6 +8,7 @@ contract's results stay identical.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .model import SessionEvent, SessionHeader
@@ -43,6 +44,24 @@ class FoldLogLoader(Protocol):
     """
 
     async def load_fold_log(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]: ...
+
+
+class BatchLoaders(Protocol):
+    """Fast paths for many keys at once; missing keys are left out of the answer.
+
+    The core coalesces the keys asked for in one event-loop turn of one
+    observation (a GraphQL request) into one call of these, when present.
+    """
+
+    async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]: ...
+
+    async def load_fold_logs(
+        self, session_ids: Sequence[str]
+    ) -> dict[str, tuple[SessionHeader, builtins.list[SessionEvent]]]: ...
+
+    async def load_windows(
+        self, requests: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int, int], tuple[SessionHeader, builtins.list[SessionEvent]]]: ...
 
 
 def has_method(backend: object, name: str) -> bool:

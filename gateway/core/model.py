@@ -158,7 +158,7 @@ class SessionEvent:
             data=obj.get("data"),
             surface_op=op,
             source_event_seqs=sources,
-            ignorable=bool(obj.get("ignorable", False)),
+            ignorable=obj.get("ignorable") is True,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .backend import has_method
+from .batching import Batcher, gather_singles
 from .errors import ErrorCode, SessionQueryError
 from .fold import FoldResult, fold_surface
 from .model import SessionEvent, SessionHeader
@@ -51,6 +52,7 @@ class Observation:
         self._stores = tuple(stores)
         self._backend = backend
         self._memo: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+        self._batchers: dict[str, Batcher[Any, Any] | None] = {}
 
     # -- memo -------------------------------------------------------------
 
@@ -176,39 +178,80 @@ class Observation:
         if live is not None:
             return live
         full = self._memo.get(("log", session_id))
-        if full is not None or need_data or not has_method(self._backend, "load_fold_log"):
-            return await self._once(("log", session_id), lambda: self._load(session_id, "load"))
-        return await self._once(
-            ("fold-log", session_id), lambda: self._load(session_id, "load_fold_log")
+        backend = self._backend
+        has_fold_path = has_method(backend, "load_fold_logs") or has_method(
+            backend, "load_fold_log"
         )
+        if full is not None or need_data or not has_fold_path:
+            return await self._once(("log", session_id), lambda: self._load(session_id, True))
+        return await self._once(("fold-log", session_id), lambda: self._load(session_id, False))
+
+    def _batcher(self, batch: str, single: str, what: str) -> Batcher[Any, Any] | None:
+        """The per-observation loader for one backend call, batched when the backend can."""
+        if batch in self._batchers:
+            return self._batchers[batch]
+        backend = self._backend
+        fetch: Callable[[Sequence[Any]], Awaitable[dict[Any, Any]]]
+        if has_method(backend, batch):
+            fetch = getattr(backend, batch)
+        elif has_method(backend, single):
+            one = getattr(backend, single)
+            fetch = gather_singles(lambda key: one(*key) if isinstance(key, tuple) else one(key))
+        else:
+            self._batchers[batch] = None
+            return None
+
+        async def guarded(keys: Sequence[Any]) -> dict[Any, Any]:
+            found = await self._call_backend(what, lambda: fetch(keys))
+            if not isinstance(found, dict):
+                raise SessionQueryError(
+                    ErrorCode.PERSISTENCE_FAILED,
+                    f"persistence backend's {batch} returned {type(found).__name__}, not a dict",
+                )
+            return found
+
+        loader: Batcher[Any, Any] = Batcher(guarded)
+        self._batchers[batch] = loader
+        return loader
 
     async def persisted_header(self, session_id: str) -> SessionHeader:
-        """Prove a session is in the backend and return its listed header."""
-        backend = self._backend
-        if backend is None:
+        """Prove a session is in the backend and return its listed header.
+
+        Uses this observation's listing when it has one; otherwise a by-id
+        lookup when the backend offers one (same answer, without listing
+        every session), else the listing.
+        """
+        if self._backend is None:
             raise _not_found(session_id, "no live store holds it and no persistence is mounted")
-        if ("backend-list",) not in self._memo and has_method(backend, "load_header"):
-            header: SessionHeader | None = await self._once(
-                ("backend-header", session_id),
-                lambda: self._call_backend(
-                    f"look up session {session_id!r}",
-                    lambda: backend.load_header(session_id),  # type: ignore[attr-defined]
-                ),
-            )
+        lookup = None
+        if ("backend-list",) not in self._memo:
+            lookup = self._batcher("load_headers", "load_header", "look up sessions")
+        if lookup is not None:
+            header = await lookup.load(session_id)
         else:
             header = (await self.backend_headers()).get(session_id)
         if header is None:
             raise _not_found(session_id, "it is in no live store and not in persistence")
+        if not isinstance(header, SessionHeader):
+            raise SessionQueryError(
+                ErrorCode.PERSISTENCE_FAILED,
+                f"persistence backend returned {type(header).__name__}, not a SessionHeader",
+            )
         return header
 
-    async def _load(self, session_id: str, method: str) -> SessionLog:
+    async def _load(self, session_id: str, full: bool) -> SessionLog:
         listed = await self.persisted_header(session_id)
-        loader = getattr(self._backend, method)
-        header, events = await self._call_backend(
-            f"load session {session_id!r}", lambda: loader(session_id)
-        )
+        if full:
+            loader = self._batcher("load_logs", "load", "load sessions")
+        else:
+            loader = self._batcher("load_fold_logs", "load_fold_log", "load sessions")
+        assert loader is not None  # `load` is required of every backend
+        loaded = await loader.load(session_id)
+        if loaded is None:
+            raise _not_found(session_id, "it was removed from persistence while being read")
+        header, events = _unpack(session_id, loaded)
         _check_loaded(session_id, listed, header)
-        return SessionLog(header, tuple(events), live=False, complete_data=method == "load")
+        return SessionLog(header, events, live=False, complete_data=full)
 
     async def window(
         self, session_id: str, start: int, end: int
@@ -219,22 +262,21 @@ class Observation:
         ranged read when it has one, so a window never loads a long log.
         """
         loaded = self.live_log(session_id) or self._loaded_full(session_id)
-        backend = self._backend
-        if loaded is None and not has_method(backend, "load_window"):
-            loaded = await self.log(session_id)
+        ranged = None
+        if loaded is None:
+            ranged = self._batcher("load_windows", "load_window", "read a window")
+            if ranged is None:
+                loaded = await self.log(session_id)
         if loaded is not None:
             return loaded.header, loaded.events[start : end + 1]
-
-        async def ranged() -> tuple[SessionHeader, Sequence[SessionEvent]]:
-            listed = await self.persisted_header(session_id)
-            header, events = await self._call_backend(
-                f"read a window of session {session_id!r}",
-                lambda: backend.load_window(session_id, start, end),  # type: ignore[union-attr]
-            )
-            _check_loaded(session_id, listed, header)
-            return header, tuple(events)
-
-        return await self._once(("window", session_id, start, end), ranged)
+        assert ranged is not None
+        listed = await self.persisted_header(session_id)
+        found = await ranged.load((session_id, start, end))
+        if found is None:
+            raise _not_found(session_id, "it was removed from persistence while being read")
+        header, events = _unpack(session_id, found)
+        _check_loaded(session_id, listed, header)
+        return header, events
 
     def _loaded_full(self, session_id: str) -> SessionLog | None:
         fut = self._memo.get(("log", session_id))
@@ -264,6 +306,17 @@ def _conflict(session_id: str, what: str, fields: list[str]) -> SessionQueryErro
         ErrorCode.SOURCE_CONFLICT,
         f"session {session_id!r}: {what} disagree on {', '.join(fields) or 'their fields'}",
     )
+
+
+def _unpack(session_id: str, loaded: Any) -> tuple[Any, tuple[SessionEvent, ...]]:
+    try:
+        header, events = loaded
+        return header, tuple(events)
+    except (TypeError, ValueError) as exc:
+        raise SessionQueryError(
+            ErrorCode.PERSISTENCE_FAILED,
+            f"persistence backend returned a malformed log for {session_id!r}: {exc}",
+        ) from exc
 
 
 def _check_loaded(session_id: str, listed: SessionHeader, loaded: object) -> None:
