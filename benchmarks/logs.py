@@ -38,7 +38,9 @@ def generate_log(n: int, replace_ratio: float = 0.01, seed: int = 7) -> list[Ses
                 data = {
                     "message": {
                         "role": "tool",
-                        "content": [{**tool_results[old]["message"]["content"][0], "content": "[elided]"}],
+                        "content": [
+                            {**tool_results[old]["message"]["content"][0], "content": "[elided]"}
+                        ],
                     }
                 }
                 seq = add("tool/result", data, {"op": "replace", "start": old, "end": old}, (old,))
@@ -59,19 +61,39 @@ def generate_log(n: int, replace_ratio: float = 0.01, seed: int = 7) -> list[Ses
             continue
         roll = rng.random()
         if roll < 0.11:
-            surface.append(add("user/message", {"content": [{"type": "text", "text": "hi"}]}, "append"))
+            surface.append(
+                add("user/message", {"content": [{"type": "text", "text": "hi"}]}, "append")
+            )
         elif roll < 0.22:
             cite = (surface[-1],) if surface else ()
-            surface.append(add("assistant/message", {"content": [{"type": "text", "text": "ok"}]}, "append", cite))
+            surface.append(
+                add(
+                    "assistant/message",
+                    {"content": [{"type": "text", "text": "ok"}]},
+                    "append",
+                    cite,
+                )
+            )
         elif roll < 0.33:
             call = add("tool/call", {"id": f"c{len(events)}", "name": "bash"}) if room > 1 else None
-            data = {"message": {"role": "tool", "content": [{"type": "tool_result", "content": "out" * 8}]}}
+            data = {
+                "message": {
+                    "role": "tool",
+                    "content": [{"type": "tool_result", "content": "out" * 8}],
+                }
+            }
             if len(events) < n:
                 seq = add("tool/result", data, "append", (call,) if call is not None else None)
                 tool_results[seq] = data
                 surface.append(seq)
         elif roll < 0.75:
-            add("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "x"}})
+            add(
+                "assistant/chunk",
+                {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "x"}},
+            )
         else:
-            add(rng.choice(("turn/start", "step/start", "step/end", "request/header")), {"n": len(events)})
+            add(
+                rng.choice(("turn/start", "step/start", "step/end", "request/header")),
+                {"n": len(events)},
+            )
     return events[:n]

@@ -1,0 +1,40 @@
+"""The project's own checks run with the tests: ruff over everything, mypy strict on gateway/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_finds_nothing():
+    result = run(str(BIN / "ruff"), "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean():
+    result = run(str(BIN / "ruff"), "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_on_gateway_passes():
+    result = run(str(BIN / "mypy"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_core_imports_nothing_of_graphql_or_sql():
+    code = (
+        "import sys, gateway.core; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('strawberry', 'graphql', 'sqlalchemy', 'alembic', 'asyncpg', 'aiosqlite', 'starlette')]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
