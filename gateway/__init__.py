@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def create_app(query: SessionQuery, **options: Any) -> "Starlette":
     """The Starlette ASGI app serving `query` over GraphQL (imported lazily)."""
-    from .server.app import create_app as _create_app  # type: ignore[import-not-found]
+    from .server.app import create_app as _create_app
 
     app: Starlette = _create_app(query, **options)
     return app

@@ -34,6 +34,9 @@ class Counting:
 
         return counted
 
+    def reset(self) -> None:
+        self.calls.clear()
+
     @property
     def total(self) -> int:
         return sum(self.calls.values())

@@ -20,6 +20,7 @@ from .backend import has_method
 from .batching import Batcher, gather_singles
 from .errors import ErrorCode, SessionQueryError
 from .fold import FoldResult, fold_surface
+from .gcpause import gc_paused
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .store import SessionStore
@@ -215,7 +216,7 @@ class Observation:
         return loader
 
     async def persisted_header(self, session_id: str) -> SessionHeader:
-        """Prove a session is in the backend and return its listed header.
+        """Prove a session is in the backend and return its listed header (once per id).
 
         Uses this observation's listing when it has one; otherwise a by-id
         lookup when the backend offers one (same answer, without listing
@@ -223,6 +224,9 @@ class Observation:
         """
         if self._backend is None:
             raise _not_found(session_id, "no live store holds it and no persistence is mounted")
+        return await self._once(("header", session_id), lambda: self._prove(session_id))
+
+    async def _prove(self, session_id: str) -> SessionHeader:
         lookup = None
         if ("backend-list",) not in self._memo:
             lookup = self._batcher("load_headers", "load_header", "look up sessions")
@@ -270,13 +274,18 @@ class Observation:
         if loaded is not None:
             return loaded.header, loaded.events[start : end + 1]
         assert ranged is not None
-        listed = await self.persisted_header(session_id)
-        found = await ranged.load((session_id, start, end))
-        if found is None:
-            raise _not_found(session_id, "it was removed from persistence while being read")
-        header, events = _unpack(session_id, found)
-        _check_loaded(session_id, listed, header)
-        return header, events
+        loader = ranged
+
+        async def read() -> tuple[SessionHeader, tuple[SessionEvent, ...]]:
+            listed = await self.persisted_header(session_id)
+            found = await loader.load((session_id, start, end))
+            if found is None:
+                raise _not_found(session_id, "it was removed from persistence while being read")
+            header, events = _unpack(session_id, found)
+            _check_loaded(session_id, listed, header)
+            return header, events
+
+        return await self._once(("window", session_id, start, end), read)
 
     def _loaded_full(self, session_id: str) -> SessionLog | None:
         fut = self._memo.get(("log", session_id))
@@ -290,7 +299,8 @@ class Observation:
         log = await self.log(session_id, need_data=False)
 
         async def make() -> FoldResult:
-            return fold_surface(log.events)
+            with gc_paused():
+                return fold_surface(log.events)
 
         return log, await self._once(("fold", session_id), make)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from .backend import has_method
 from .errors import ErrorCode, SessionQueryError
 from .fold import iter_citations
+from .gcpause import gc_paused
 from .lineage import children_index, trace_lineage
 from .observation import Observation
 from .results import EventRecord, EventTrace, ReadWindow, SessionRecord, SessionTrace
@@ -136,12 +137,13 @@ async def list_sessions(obs: Observation) -> list[SessionRecord]:
 
 async def list_events(obs: Observation, session_id: str) -> list[EventRecord]:
     """Every raw event of a session by seq, with its surface classification."""
-    log, fold = await obs.fold(session_id)
-    classes = fold.classes()
-    return [
-        EventRecord(session_id, e.seq, e.type, e.time, cls)
-        for e, cls in zip(log.events, classes, strict=True)
-    ]
+    with gc_paused():  # one pause across load, fold and records: no heap walks between
+        log, fold = await obs.fold(session_id)
+        classes = fold.classes()
+        return [
+            EventRecord(session_id, e.seq, e.type, e.time, cls)
+            for e, cls in zip(log.events, classes, strict=True)
+        ]
 
 
 def check_window(before: object, after: object, limit: int) -> None:
