@@ -1,0 +1,64 @@
+"""`session-gateway`: the command line (SPEC §8).
+
+Each subcommand lives in its own module under `gateway.commands`, imported
+only when it runs, so `--help` stays fast and a command's heavy dependencies
+load only for that command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "import": ("gateway.commands.importer", "import dsh JSONL session artifacts into a database"),
+    "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
+}
+
+DESCRIPTION = """\
+Exact, read-only inspection of AI-agent session history: which sessions exist
+(live and persisted), every event and whether the model still sees it, lineage
+between sessions, and how events replace and cite each other.
+
+The embedded default database is a SQLite file; set SESSION_GATEWAY_DATABASE_URL
+or pass --database (sqlite+aiosqlite:///path.db or postgresql+asyncpg://...).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="session-gateway",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        doc = (module.__doc__ or help_text).strip()
+        command = sub.add_parser(
+            name,
+            help=help_text,
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(command)
+        command.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args._module.run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

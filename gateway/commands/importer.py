@@ -1,0 +1,174 @@
+"""Import dsh JSONL session artifacts into a database.
+
+Each PATH is an artifact file or a directory, searched recursively for *.jsonl
+files (imported in sorted order). An artifact holds one session: a header line
+("type": "session") and its events, packed chunk rows included.
+
+For each file the whole log is validated with the surface fold before anything
+is written, and the session is written in one transaction. Outcomes:
+
+  imported   a new session was stored
+  unchanged  the identical session is already stored; nothing was written
+             (importing the same files again is a no-op)
+  replaced   a different log was stored under the id; --replace swapped it
+  refused    nothing was written; the reason names the line or the rule:
+             a line that is not JSON, a missing or malformed header, a
+             malformed packed row, a log that breaks a surface rule, or a
+             different log already stored under the id (without --replace)
+
+A torn final record (the last line has no newline and is not JSON, as an
+interrupted writer leaves it) is discarded with a warning, as the harness that
+writes these files does on load; the rest of the file is imported. A bad file
+never stops the others.
+
+Progress goes to stderr (a bar on a terminal, or when there are many files);
+a summary table of every file goes to stdout.
+
+Exit status: 0 when no file was refused, 1 when any was, 2 on usage errors or
+when the database cannot be used at all.
+
+The database is --database, else $SESSION_GATEWAY_DATABASE_URL, else the
+embedded SQLite file, which is created and migrated on first use. A
+PostgreSQL database must be migrated first: session-gateway migrate --database URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TextIO
+
+from gateway.commands import add_database_argument
+from gateway.ingest import STATUSES, FileReport, ImportSummary, import_paths
+from gateway.persistence.engine import (
+    DatabaseUrlError,
+    default_database_url,
+    display_url,
+)
+from gateway.persistence.errors import SchemaVersionError
+from gateway.persistence.sql import SqlPersistence
+
+PROGRESS_MIN_FILES = 20
+"""Below this many files, progress is shown only on a terminal."""
+BAR_WIDTH = 30
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="artifact files or directories")
+    add_database_argument(parser)
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a different log already stored under a session id (default: refuse it)",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"show a progress bar on stderr (default: on a terminal, or for "
+        f"{PROGRESS_MIN_FILES} files or more)",
+    )
+
+
+class ProgressBar:
+    """A text progress bar on a stream: redrawn in place on a terminal, one line per
+    tenth of the work otherwise (so CI logs stay short)."""
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream = stream
+        self.total = total
+        self.tty = stream.isatty()
+        self.events = 0
+        self.refused = 0
+        self._last_step = -1
+
+    def __call__(self, done: int, total: int, report: FileReport) -> None:
+        if report.status in ("imported", "replaced"):
+            self.events += report.events
+        if report.status == "refused":
+            self.refused += 1
+        line = self.render(done, total)
+        if self.tty:
+            end = "\n" if done == total else ""
+            self.stream.write(f"\r{line}{end}")
+        else:
+            step = done * 10 // max(total, 1)
+            if step == self._last_step and done != total:
+                return
+            self._last_step = step
+            self.stream.write(f"{line}\n")
+        self.stream.flush()
+
+    def render(self, done: int, total: int) -> str:
+        filled = BAR_WIDTH * done // max(total, 1)
+        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+        refused = f", {self.refused} refused" if self.refused else ""
+        return f"[{bar}] {done}/{total} files, {self.events:,} events{refused}"
+
+
+def format_summary(summary: ImportSummary) -> str:
+    """The table of every file and the closing count line."""
+    rows = [("STATUS", "EVENTS", "FILE", "SESSION / REASON")]
+    notes: dict[int, tuple[str, ...]] = {}
+    for report in summary.reports:
+        events = f"{report.events:,}" if report.status != "refused" else "-"
+        detail = report.session_id or "" if report.status != "refused" else report.reason or ""
+        rows.append((report.status, events, report.path, detail))
+        if report.warnings:
+            notes[len(rows) - 1] = report.warnings
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    for i, (status, events, path, detail) in enumerate(rows):
+        lines.append(
+            f"{status:<{widths[0]}}  {events:>{widths[1]}}  {path:<{widths[2]}}  {detail}".rstrip()
+        )
+        for warning in notes.get(i, ()):
+            lines.append(f"    warning: {warning}")
+    counts = ", ".join(f"{summary.count(s)} {s}" for s in STATUSES)
+    files = len(summary.reports)
+    tail = f"; {summary.warnings} warning(s)" if summary.warnings else ""
+    lines.append(f"{files} file(s): {counts}; {summary.events_written:,} events written{tail}")
+    return "\n".join(lines)
+
+
+async def _import(args: argparse.Namespace) -> int:
+    url = args.database or default_database_url()
+    try:
+        backend = SqlPersistence(url)
+    except DatabaseUrlError as exc:
+        print(f"session-gateway import: {exc}", file=sys.stderr)
+        return 2
+    try:
+        try:
+            await backend.ensure_schema()
+        except SchemaVersionError as exc:
+            print(f"session-gateway import: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:
+            print(
+                f"session-gateway import: cannot use database {display_url(backend.url)}: "
+                f"{type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        from gateway.ingest import collect_files
+
+        files, _ = collect_files(args.paths)
+        show = args.progress
+        if show is None:
+            show = sys.stderr.isatty() or len(files) >= PROGRESS_MIN_FILES
+        print(
+            f"importing {len(files)} file(s) into {display_url(backend.url)}",
+            file=sys.stderr,
+        )
+        bar = ProgressBar(sys.stderr, len(files)) if show and files else None
+        summary = await import_paths(backend, args.paths, replace=args.replace, progress=bar)
+    finally:
+        await backend.close()
+    print(format_summary(summary))
+    return 0 if summary.ok else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_import(args))

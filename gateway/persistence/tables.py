@@ -1,0 +1,143 @@
+"""The schema as SQLAlchemy Core tables (the migrations in `migrations/` create it).
+
+`sessions`: one row per session, every header field in its own column (epoch
+ms as BIGINT, absent optional fields as SQL NULL), plus `event_count`, the
+stored log's length (= the next seq), which `append` checks and advances in
+the same transaction as its inserts. Indexed for newest-first order
+(`created_at DESC, id`) and by parent id (lineage).
+
+`events`: primary key `(session_id, seq)`, so a window is a primary-key range
+scan and two writers can never both store one seq. On SQLite the table is
+WITHOUT ROWID, clustered by that key: a session's events sit together even
+when many sessions append in turn. The small fold columns come first and
+`data` last, so reading the fold columns never walks a large payload's
+overflow pages.
+
+JSON columns hold the exact JSON text: TEXT on SQLite, `json` on PostgreSQL.
+Not `jsonb`: jsonb refuses `\\u0000` in strings (two artifacts of the real
+corpus hold it) and lone surrogates, re-orders keys and prints a float such as
+`1e300` back as an integer. Nothing queries inside payloads, so jsonb's
+indexing would buy nothing here. A `data` of JSON `null` is stored as the text
+`null`, never SQL NULL (the column is NOT NULL); `surface_op` and
+`source_event_seqs` are SQL NULL when absent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    false,
+    text,
+)
+from sqlalchemy.types import TypeDecorator, TypeEngine, UserDefinedType
+
+from .engine import dumps_json, loads_json
+
+
+class PgJsonText(UserDefinedType[Any]):
+    """PostgreSQL `json` bound and read as text-encoded JSON with no SQLAlchemy processing.
+
+    The asyncpg dialect's `json` codec decodes results; binds are JSON text made by
+    `JsonText`.
+    """
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "JSON"
+
+
+class JsonText(TypeDecorator[Any]):
+    """A JSON value stored as its exact text (TEXT on SQLite, json on PostgreSQL).
+
+    With `none_as_null`, Python None is SQL NULL (an absent field); without it,
+    None is the JSON text `null`.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, none_as_null: bool = False) -> None:
+        super().__init__()
+        self.none_as_null = none_as_null
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(PgJsonText())
+        return dialect.type_descriptor(Text())
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        if value is None:
+            return None if self.none_as_null else "null"
+        return dumps_json(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if value is None or dialect.name == "postgresql":
+            return value  # SQL NULL, or already decoded by the asyncpg json codec
+        return loads_json(value)
+
+
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("cwd", Text),
+    Column("parent_session", Text),
+    Column("seed_length", BigInteger),
+    Column("origin", Text),
+    Column("delegation_depth", BigInteger),
+    Column("agent_preset", Text),
+    Column("event_count", BigInteger, nullable=False, server_default=text("0")),
+    PrimaryKeyConstraint("id", name="pk_sessions"),
+)
+Index("ix_sessions_newest_first", sessions.c.created_at.desc(), sessions.c.id)
+Index("ix_sessions_parent_session", sessions.c.parent_session)
+
+events = Table(
+    "events",
+    metadata,
+    Column(
+        "session_id",
+        Text,
+        ForeignKey("sessions.id", ondelete="CASCADE", name="fk_events_session_id"),
+        nullable=False,
+    ),
+    Column("seq", BigInteger, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("time", BigInteger, nullable=False),
+    Column("surface_op", JsonText(none_as_null=True)),
+    Column("source_event_seqs", JsonText(none_as_null=True)),
+    Column("ignorable", Boolean, nullable=False, server_default=false()),
+    Column("data", JsonText(), nullable=False),
+    PrimaryKeyConstraint("session_id", "seq", name="pk_events"),
+    sqlite_with_rowid=False,
+)
+
+HEADER_COLUMNS = (
+    "id",
+    "version",
+    "created_at",
+    "cwd",
+    "parent_session",
+    "seed_length",
+    "origin",
+    "delegation_depth",
+    "agent_preset",
+)
+"""The `sessions` columns that hold header fields (SessionHeader attribute names)."""
