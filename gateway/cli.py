@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("gateway.commands.serve", "run the GraphQL gateway over HTTP"),
     "import": ("gateway.commands.importer", "import dsh JSONL session artifacts into a database"),
     "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
+    "export-schema": ("gateway.commands.export_schema", "print the GraphQL schema (SDL)"),
 }
 
 DESCRIPTION = """\

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -22,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 import strawberry
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -32,6 +28,7 @@ from strawberry.asgi import GraphQL
 
 from gateway.web import STATIC_DIR, graphiql_html
 from tests.support.node_tools import run_audit, run_browser_check
+from tests.support.server import running_server
 
 HELLO = "Hello from the offline harness"
 STATIC_PREFIX = "/static/graphiql"
@@ -72,25 +69,8 @@ def make_app() -> Starlette:
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(make_app(), log_level="warning", lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running_server(make_app()) as url:
+        yield url
 
 
 class _AssetCollector(HTMLParser):

@@ -1,0 +1,174 @@
+"""Run the GraphQL gateway over HTTP (uvicorn).
+
+GraphiQL is at http://HOST:PORT/graphql in a browser; clients POST (or GET)
+GraphQL there. /healthz says the process is up; /readyz that the database
+answers.
+
+The database is --database URL, else $SESSION_GATEWAY_DATABASE_URL, else the
+embedded SQLite file $XDG_DATA_HOME/session-gateway/sessions.db
+(~/.local/share/session-gateway/sessions.db), created on first use.
+
+--demo serves a demo corpus (forks, a missing parent, nested compactions, a
+tool-result rewrite, a session both live and persisted, and a live session a
+simulated agent keeps appending to) from a fresh temporary SQLite database,
+or from --database when given.
+
+The gateway has no authentication yet: it is trusted infrastructure and binds
+to loopback (127.0.0.1) by default. Binding any other address needs
+--allow-remote, and should only be done behind something that authenticates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gateway.commands import add_database_argument
+from gateway.observability.logging import add_logging_arguments
+from gateway.persistence.engine import default_database_url
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+ENV_CURSOR_SECRET = "SESSION_GATEWAY_CURSOR_SECRET"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_database_argument(parser)
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to bind (default {DEFAULT_PORT})"
+    )
+    parser.add_argument("--demo", action="store_true", help="serve the demo corpus")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow binding a non-loopback address (the gateway has no authentication)",
+    )
+    parser.add_argument(
+        "--agent-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="--demo: seconds between the simulated agent's appends (default 1)",
+    )
+    add_logging_arguments(parser)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (127.0.0.0/8, ::1 or localhost)."""
+    if host.strip().lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def remote_refusal(host: str) -> str:
+    return (
+        f"refusing to bind {host}: it is not a loopback address. The gateway is trusted "
+        "infrastructure with no authentication yet, so anyone who can reach that address "
+        "could read every session. Bind 127.0.0.1 (the default), or pass --allow-remote "
+        "if something in front of it authenticates and restricts access."
+    )
+
+
+def _open_backend(url: str) -> Any:
+    from gateway.persistence import SqlPersistence
+
+    return SqlPersistence(url)
+
+
+def banner(base: str, demo: bool) -> str:
+    lines = [
+        "",
+        f"  GraphiQL:  {base}/graphql   (open it in a browser)",
+        f"  GraphQL:   POST/GET {base}/graphql",
+        f"  Health:    {base}/healthz   Readiness: {base}/readyz",
+    ]
+    if demo:
+        from gateway.demo import EXAMPLE_QUERIES
+
+        lines += ["", "  Demo corpus loaded; a simulated agent appends to demo-agent-live.", ""]
+        lines.append("  Queries to paste into GraphiQL:")
+        for name, text in EXAMPLE_QUERIES.items():
+            lines += ["", f"  # {name}", *("  " + line for line in text.rstrip().splitlines())]
+    lines.append("")
+    return "\n".join(lines)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gateway.core import SessionQuery, SessionStore
+    from gateway.observability import GatewayMetrics, configure_logging, instrument_backend
+    from gateway.server.app import create_app
+
+    configure_logging(json=args.log_format == "json", level=args.log_level)
+    metrics = GatewayMetrics()
+
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    database = args.database
+    if args.demo and not database:
+        tmp = tempfile.TemporaryDirectory(prefix="session-gateway-demo-")
+        database = f"sqlite+aiosqlite:///{Path(tmp.name) / 'demo.db'}"
+    elif not database:
+        database = default_database_url()
+    backend = instrument_backend(_open_backend(database), metrics)
+    store = SessionStore()
+    query = SessionQuery(live=[store], persistence=backend)
+    background = []
+    default_query = None
+    if args.demo:
+        from gateway.demo import DEFAULT_DEMO_QUERY, load_demo
+
+        demo = await load_demo(backend, store, agent_interval=args.agent_interval)
+        background.append(demo.agent.run)
+        default_query = DEFAULT_DEMO_QUERY
+    options: dict[str, Any] = {"background": background, "metrics": metrics}
+    if default_query is not None:
+        options["default_query"] = default_query
+    secret = os.environ.get(ENV_CURSOR_SECRET)
+    if secret:
+        options["cursor_secret"] = secret
+    app = create_app(query, **options)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level.lower(),
+        log_config=None,  # configure_logging above owns the handlers and the format
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(banner(f"http://{host}:{args.port}", args.demo), flush=True)
+    try:
+        await server.serve()
+    finally:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                await close()
+        if tmp is not None:
+            tmp.cleanup()
+    return 0 if server.started else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    if not is_loopback(args.host) and not args.allow_remote:
+        print(f"session-gateway serve: {remote_refusal(args.host)}", file=sys.stderr)
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"session-gateway serve: --port must be 0..65535, got {args.port}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(args))

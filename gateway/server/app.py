@@ -1,0 +1,205 @@
+"""`create_app(query, ...)`: the Starlette application around one `SessionQuery`.
+
+Routes:
+
+* `/graphql` — GraphQL over HTTP (GET for queries, POST), and the offline
+  GraphiQL page for browsers (`gateway.server.http`);
+* `/healthz` — 200 while the process serves requests;
+* `/readyz` — 200 when no persistence is mounted or the mounted backend answers
+  a cheap call (`ping()` when it has one, else `list()`) within
+  `readiness_timeout`; else 503 with the reason;
+* `/static/...` — GraphiQL's vendored scripts and styles (no CDN).
+
+Everything the app uses is passed in: no module-level state, so several apps
+(tests, embedding hosts) can live in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from gateway.core import SessionQuery
+from gateway.observability import (
+    GatewayMetrics,
+    HttpMetricsMiddleware,
+    MetricsEndpoint,
+    RequestIdMiddleware,
+)
+from gateway.web.graphiql import STATIC_DIR, graphiql_html
+
+from .context import Context
+from .cursors import CursorCodec
+from .http import GraphQLHTTP
+from .limits import (
+    DEFAULT_MAX_ALIASES,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_OPERATION_TIMEOUT,
+    BodySizeLimit,
+    Limits,
+)
+from .schema import build_schema
+
+logger = logging.getLogger("gateway.server")
+
+GRAPHQL_PATH = "/graphql"
+STATIC_PREFIX = "/static/graphiql"
+DEFAULT_READINESS_TIMEOUT = 5.0
+
+DEFAULT_QUERY = """\
+# Welcome to the session-query gateway. Run this with the ▶ button (Ctrl-Enter).
+query Sessions {
+  sessions(first: 20) {
+    totalCount
+    nodes {
+      id
+      live
+      persisted
+      header { createdAt parentSessionId origin }
+      events(first: 1) { totalCount }
+    }
+  }
+}
+"""
+
+BackgroundTask = Callable[[], Coroutine[Any, Any, Any]]
+
+
+async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
+    """Whether the mounted persistence (if any) answers a cheap call in time, and why not."""
+    backend = query.persistence
+    if backend is None:
+        return True, "no persistence mounted"
+    ping = getattr(backend, "ping", None)
+    call = ping if callable(ping) else backend.list  # type: ignore[attr-defined]
+    try:
+        await asyncio.wait_for(call(), limit_s)
+    except TimeoutError:
+        return False, f"persistence did not answer within {limit_s:g} s"
+    except Exception as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        return (
+            False,
+            f"persistence unreachable: {type(exc).__name__}{': ' + detail if detail else ''}",
+        )
+    return True, "persistence reachable"
+
+
+def create_app(
+    query: SessionQuery,
+    *,
+    graphiql: bool = True,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_aliases: int = DEFAULT_MAX_ALIASES,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
+    readiness_timeout: float = DEFAULT_READINESS_TIMEOUT,
+    cursor_secret: bytes | str | None = None,
+    default_query: str | None = DEFAULT_QUERY,
+    background: Sequence[BackgroundTask] = (),
+    debug: bool = False,
+    metrics: GatewayMetrics | None = None,
+    expose_metrics: bool = True,
+) -> Starlette:
+    """A Starlette app serving `query` over GraphQL.
+
+    `background` coroutines (e.g. the demo's simulated agent) run for the app's
+    lifespan and are cancelled at shutdown. `cursor_secret` keys the cursors'
+    HMAC (random per process when None; see `gateway.server.cursors`).
+    `metrics` collects the app's Prometheus metrics (a fresh `GatewayMetrics` when
+    None), served at `/metrics` unless `expose_metrics=False`; backend calls are
+    counted when the mounted backend is `instrument_backend(backend, metrics)`.
+    """
+    if not isinstance(query, SessionQuery):
+        raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
+    limits = Limits(max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout)
+    metrics = metrics if metrics is not None else GatewayMetrics()
+    schema = build_schema(limits, metrics=metrics)
+    cursors = CursorCodec(cursor_secret)
+
+    def make_context(request: Request) -> Context:
+        return Context.for_request(query, cursors)
+
+    def page(request: Request) -> str:
+        return graphiql_html(
+            endpoint=request.url.path,
+            static_prefix=STATIC_PREFIX,
+            title="Session-query gateway · GraphiQL",
+            default_query=default_query,
+        )
+
+    endpoint = GraphQLHTTP(
+        schema,
+        make_context,
+        operation_timeout=operation_timeout,
+        graphiql_page=page if graphiql else None,
+        metrics=metrics,
+    )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
+
+    async def readyz(request: Request) -> Response:
+        ok, reason = await check_ready(query, readiness_timeout)
+        return JSONResponse(
+            {"status": "ready" if ok else "unavailable", "reason": reason},
+            status_code=200 if ok else 503,
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse(GRAPHQL_PATH)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(job(), name=f"gateway-background-{i}")
+            for i, job in enumerate(background)
+        ]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    routes: list[Route | Mount] = [
+        Route(GRAPHQL_PATH, endpoint),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+    if expose_metrics:
+        routes.append(Route("/metrics", MetricsEndpoint(metrics)))
+    if graphiql:
+        routes.append(Route("/", root, methods=["GET"]))
+        routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+    app = Starlette(
+        debug=debug,
+        routes=routes,
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(HttpMetricsMiddleware, metrics=metrics),
+            Middleware(BodySizeLimit, max_bytes=max_body_bytes),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.query = query
+    app.state.schema = schema
+    app.state.limits = limits
+    app.state.metrics = metrics
+    return app

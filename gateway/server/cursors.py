@@ -1,0 +1,121 @@
+"""Opaque, tamper-evident keyset cursors.
+
+A cursor is `base64url(JSON payload) "." base64url(HMAC-SHA256(key, payload)[:12])`.
+The payload is versioned and names what it points into:
+
+* sessions: `[1, "s", createdAt, id]`, the last session of a page in the list
+  order (newest first, ties by id); the next page starts strictly after it;
+* events: `[1, "e", sessionId, seq]`; the next page starts at the first event
+  (matching the filter) with a greater seq.
+
+Keyset cursors hold positions, not offsets, so a page stays correct when
+sessions are added (or events appended) between requests: nothing is skipped or
+repeated.
+
+Key: `create_app(cursor_secret=...)` (or `SESSION_GATEWAY_CURSOR_SECRET` for
+`serve`) sets it; several replicas behind one balancer, or a server that must
+honour cursors across restarts, share one secret. Without one, each process
+draws a random key, so a restart invalidates outstanding cursors: the client
+gets a clear BAD_USER_INPUT error and starts paging again from the top. The
+HMAC is not about secrecy (the payload is readable); it makes a forged or
+altered cursor an explicit error rather than a silently wrong page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+from typing import Any
+
+from .errors import GatewayError, bad_input
+
+VERSION = 1
+SESSION = "s"
+EVENT = "e"
+_MAC_BYTES = 12
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class CursorCodec:
+    """Encodes and checks cursors with one HMAC key (random per process unless given)."""
+
+    def __init__(self, secret: bytes | str | None = None) -> None:
+        if isinstance(secret, str):
+            secret = secret.encode("utf-8")
+        self._key = (
+            hashlib.sha256(b"session-gateway cursor v1\0" + secret).digest()
+            if secret
+            else (secrets.token_bytes(32))
+        )
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+
+    def _encode(self, values: list[Any]) -> str:
+        payload = json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+
+    def _decode(self, cursor: str, kind: str, argument: str) -> list[Any]:
+        def invalid(why: str) -> GatewayError:
+            return bad_input(
+                f"`{argument}` is not a valid cursor ({why}); use a cursor this server returned "
+                "in pageInfo.endCursor or edges.cursor, or start again without `after`",
+                argument,
+            )
+
+        if not isinstance(cursor, str) or cursor.count(".") != 1 or len(cursor) > 4096:
+            raise invalid("malformed")
+        body, mac = cursor.split(".")
+        try:
+            payload, given = _unb64(body), _unb64(mac)
+        except (binascii.Error, ValueError) as exc:
+            raise invalid("malformed") from exc
+        if not hmac.compare_digest(given, self._mac(payload)):
+            raise invalid("it was altered, or issued by another server or before a restart")
+        try:
+            values = json.loads(payload)
+        except ValueError as exc:  # pragma: no cover - a valid MAC implies our own JSON
+            raise invalid("malformed") from exc
+        if not isinstance(values, list) or len(values) < 2 or values[0] != VERSION:
+            raise invalid("unknown cursor version")
+        if values[1] != kind:
+            what = "sessions" if kind == SESSION else "events"
+            raise invalid(f"it is not a cursor into a list of {what}")
+        return values[2:]
+
+    # -- sessions --------------------------------------------------------------
+
+    def session(self, created_at: int, session_id: str) -> str:
+        return self._encode([VERSION, SESSION, created_at, session_id])
+
+    def decode_session(self, cursor: str, argument: str = "after") -> tuple[int, str]:
+        values = self._decode(cursor, SESSION, argument)
+        created_at, session_id = values
+        return int(created_at), str(session_id)
+
+    # -- events ----------------------------------------------------------------
+
+    def event(self, session_id: str, seq: int) -> str:
+        return self._encode([VERSION, EVENT, session_id, seq])
+
+    def decode_event(self, cursor: str, session_id: str, argument: str = "after") -> int:
+        values = self._decode(cursor, EVENT, argument)
+        cursor_session, seq = values
+        if cursor_session != session_id:
+            raise bad_input(
+                f"`{argument}` is a cursor into the events of session {cursor_session!r}, "
+                f"not {session_id!r}",
+                argument,
+            )
+        return int(seq)

@@ -1,0 +1,120 @@
+"""GraphQL error formatting: contract codes kept, request errors readable, the rest masked.
+
+* A `SessionQueryError` from the core keeps its message; `extensions.code` is
+  its code (SPEC §5).
+* A `GatewayError` (bad cursor, page size out of range, ...) keeps its message
+  and code.
+* Parse, validation and variable-coercion errors (errors about the client's
+  document, which have no response path) stay as graphql-core wrote them, with
+  a `GRAPHQL_PARSE_FAILED` / `GRAPHQL_VALIDATION_FAILED` / `BAD_USER_INPUT` code.
+* Anything else is a bug: the client gets "Internal error (correlation id X)"
+  with `extensions.code = "INTERNAL_ERROR"` and `extensions.correlationId = X`,
+  and the full traceback is logged server-side with the same id. No stack trace
+  or exception text reaches a client.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from graphql import GraphQLError
+
+from gateway.core import SessionQueryError
+from gateway.observability.logging import current_request_id
+
+logger = logging.getLogger("gateway.server")
+
+INTERNAL_ERROR = "INTERNAL_ERROR"
+BAD_USER_INPUT = "BAD_USER_INPUT"
+BAD_REQUEST = "BAD_REQUEST"
+PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
+VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+OPERATION_TIMEOUT = "OPERATION_TIMEOUT"
+PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+
+
+class GatewayError(Exception):
+    """A client mistake the GraphQL layer itself detects (not a core contract error)."""
+
+    def __init__(self, code: str, message: str, **extensions: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extensions = extensions
+
+
+def bad_input(message: str, argument: str | None = None) -> GatewayError:
+    extra = {"argument": argument} if argument else {}
+    return GatewayError(BAD_USER_INPUT, message, **extra)
+
+
+def new_correlation_id() -> str:
+    return secrets.token_hex(8)
+
+
+def masked_error(exc: BaseException | None, where: str) -> dict[str, Any]:
+    """Log `exc` with a fresh correlation id; return the client-safe error object."""
+    cid = new_correlation_id()
+    logger.error(
+        "internal error %s (%s)",
+        cid,
+        where,
+        exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None,
+    )
+    extensions: dict[str, Any] = {"code": INTERNAL_ERROR, "correlationId": cid}
+    request_id = current_request_id()
+    if request_id is not None:
+        extensions["requestId"] = request_id
+    return {"message": f"Internal error (correlation id {cid})", "extensions": extensions}
+
+
+def simple_error(code: str, message: str) -> dict[str, Any]:
+    return {"message": message, "extensions": {"code": code}}
+
+
+def _document_error_code(error: GraphQLError) -> str:
+    message = error.message
+    if message.startswith("Syntax Error") or message.startswith("Document contains more than"):
+        return PARSE_FAILED
+    if message.startswith("Variable '$"):
+        return BAD_USER_INPUT
+    return VALIDATION_FAILED
+
+
+def format_error(error: GraphQLError) -> dict[str, Any]:
+    """The client-facing JSON of one GraphQL error (see the module docstring)."""
+    original = error.original_error
+    # graphql-core may wrap a located error around another GraphQLError.
+    while isinstance(original, GraphQLError) and original.original_error is not None:
+        original = original.original_error
+    if isinstance(original, SessionQueryError):
+        return _with(error, original.message, {"code": original.code.value})
+    if isinstance(original, GatewayError):
+        return _with(error, original.message, {"code": original.code, **original.extensions})
+    is_document_error = error.path is None and bool(error.nodes)
+    if original is None or isinstance(original, GraphQLError) or is_document_error:
+        if error.path is None:
+            extensions = {"code": _document_error_code(error), **(error.extensions or {})}
+            return _with(error, error.message, extensions)
+        return _with(error, error.message, {"code": VALIDATION_FAILED, **(error.extensions or {})})
+    where = f"path {'.'.join(map(str, error.path))}" if error.path else "operation"
+    masked = masked_error(original, where)
+    if error.path is not None:
+        masked["path"] = list(error.path)
+    if error.locations:
+        masked["locations"] = [loc.formatted for loc in error.locations]
+    return masked
+
+
+def _with(error: GraphQLError, message: str, extensions: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"message": message}
+    if error.locations:
+        out["locations"] = [loc.formatted for loc in error.locations]
+    if error.path is not None:
+        out["path"] = list(error.path)
+    out["extensions"] = extensions
+    return out

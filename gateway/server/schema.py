@@ -1,0 +1,122 @@
+"""The GraphQL schema of SPEC §7: the `Query` root and `build_schema`.
+
+Every root field maps one core operation over the request's observation
+(`gateway.server.context.Context.obs`); the limits of `gateway.server.limits`
+are installed as per-request extensions (classes/factories, never shared
+instances).
+"""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.config import StrawberryConfig
+
+from gateway.core.query import trace_event, trace_session
+from gateway.observability.metrics import GatewayMetrics, metrics_extension
+
+from .context import Context
+from .limits import Limits, limit_extensions
+from .types.events import Event, EventConnection, EventTrace, ReadWindow
+from .types.lineage import SessionTrace
+from .types.scalars import SCALAR_MAP, EventSurface, resolver
+from .types.sessions import (
+    Session,
+    SessionConnection,
+    event_by_seq,
+    events_page,
+    read_window,
+    sessions_page,
+)
+
+Info = strawberry.Info[Context, None]
+
+
+@strawberry.type(
+    description=(
+        "Exact, read-only inspection of agent-session history across live stores and "
+        "persistence. Every request observes the sources afresh; within a request, each "
+        "session's log is loaded at most once."
+    )
+)
+class Query:
+    @resolver(
+        "Every session, newest first by createdAt (ties by id). `first` defaults to 50 "
+        "(at most 500); `after` is a cursor from a previous page."
+    )
+    async def sessions(
+        self, info: Info, first: int | None = strawberry.UNSET, after: str | None = strawberry.UNSET
+    ) -> SessionConnection:
+        return await sessions_page(info.context, first, after)
+
+    @resolver("One session by id (null plus SESSION_QUERY_SESSION_NOT_FOUND if absent).")
+    async def session(self, info: Info, id: strawberry.ID) -> Session | None:
+        return Session.of(await info.context.session(id))
+
+    @resolver(
+        "A session's raw events in seq order, optionally only those whose classification "
+        "is in `surface`; paged like `sessions`."
+    )
+    async def events(
+        self,
+        info: Info,
+        session_id: strawberry.ID,
+        surface: list[EventSurface] | None = strawberry.UNSET,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+    ) -> EventConnection:
+        return await events_page(info.context, session_id, surface, first, after)
+
+    @resolver("One event (null plus SESSION_QUERY_EVENT_NOT_FOUND / _SESSION_NOT_FOUND).")
+    async def event(self, info: Info, session_id: strawberry.ID, seq: int) -> Event | None:
+        return await event_by_seq(info.context, session_id, seq)
+
+    @resolver(
+        "An event with `before`/`after` raw neighbours (each 0..readWindowMax, default 0; "
+        "else SESSION_QUERY_INVALID_WINDOW), clipped to the log."
+    )
+    async def read_event(
+        self,
+        info: Info,
+        session_id: strawberry.ID,
+        seq: int,
+        before: int | None = strawberry.UNSET,
+        after: int | None = strawberry.UNSET,
+    ) -> ReadWindow:
+        return await read_window(info.context, session_id, seq, before, after)
+
+    @resolver("A session's lineage: ancestors, descendants, root, graph.")
+    async def trace_session(self, info: Info, session_id: strawberry.ID) -> SessionTrace:
+        return SessionTrace.of(await trace_session(info.context.obs, session_id))
+
+    @resolver("How an event replaces and cites others, and is replaced/cited.")
+    async def trace_event(self, info: Info, session_id: strawberry.ID, seq: int) -> EventTrace:
+        return EventTrace.of(await trace_event(info.context.obs, session_id, seq))
+
+
+class _QuietSchema(strawberry.Schema):
+    """Errors are logged (once, with a correlation id) by the HTTP layer's formatter."""
+
+    def process_errors(self, errors: list[object], execution_context: object = None) -> None:  # type: ignore[override]
+        return None
+
+
+def build_schema(
+    limits: Limits | None = None, metrics: GatewayMetrics | None = None
+) -> strawberry.Schema:
+    """The schema with `limits` installed (defaults when None), and `metrics` recording
+    each operation (outermost, so it times the limits' hooks too)."""
+    extensions: list[type[SchemaExtension]] = limit_extensions(limits or Limits())
+    if metrics is not None:
+        # Errors are counted by the HTTP layer, on the response it actually sends.
+        extensions.insert(0, metrics_extension(metrics, count_errors=False))
+    return _QuietSchema(
+        query=Query,
+        config=StrawberryConfig(scalar_map=SCALAR_MAP),
+        extensions=extensions,
+    )
+
+
+def schema_sdl() -> str:
+    """The SDL of the schema (what `session-gateway export-schema` prints)."""
+    return build_schema().as_str() + "\n"

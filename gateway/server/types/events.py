@@ -1,0 +1,307 @@
+"""Event types: `Event`, `SurfaceOp`, `EventConnection`, `ReadWindow`, `EventTrace`.
+
+An `Event` wraps one raw `SessionEvent` of a session's log. Plain attributes
+are set when it is built; `data` and `surface` are answered at once when the
+request already holds them, else through the request's loaders; relationship
+fields read the session's fold, which the request makes at most once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import strawberry
+
+from gateway.core import EventSurface as CoreEventSurface
+from gateway.core import FoldResult, SessionEvent, SessionLog
+from gateway.core import results as core
+from gateway.core.fold import iter_citations
+from gateway.core.query import trace_event
+
+from ..context import Context
+from .pagination import PageInfo, keyset_slice
+from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
+
+if TYPE_CHECKING:
+    from .sessions import Session, SessionHeader
+
+Info = strawberry.Info[Context, None]
+
+
+@strawberry.type(
+    description=(
+        "How a surface event changes the surface: APPEND adds it at the tail; REPLACE puts it "
+        "in place of the surface nodes from `start` through `end` (seqs, both inclusive)."
+    )
+)
+class SurfaceOp:
+    kind: SurfaceOpKind = strawberry.field(description="APPEND or REPLACE.")
+    start: int | None = strawberry.field(description="REPLACE only: first replaced node (seq).")
+    end: int | None = strawberry.field(description="REPLACE only: last replaced node (seq).")
+
+
+def _sources(raw: SessionEvent) -> list[int] | None:
+    sources = raw.source_event_seqs
+    return list(sources) if isinstance(sources, (list, tuple)) else None
+
+
+_APPEND = SurfaceOp(kind=SurfaceOpKind.APPEND, start=None, end=None)
+
+
+def _surface_op(op: Any) -> SurfaceOp | None:
+    if op == "append":
+        return _APPEND
+    if isinstance(op, dict) and op.get("op") == "replace":
+        start, end = op.get("start"), op.get("end")
+        if type(start) is int and type(end) is int:
+            return SurfaceOp(kind=SurfaceOpKind.REPLACE, start=start, end=end)
+    return None
+
+
+@strawberry.type(
+    description=(
+        "One entry of a session's append-only log, with its place on the model-visible "
+        "surface and its relationships to other events."
+    )
+)
+class Event:
+    session_id: strawberry.ID = strawberry.field(description="The session whose log holds it.")
+    seq: int = strawberry.field(description="Zero-based position in the log.")
+    type: str = strawberry.field(
+        description="Event type, e.g. user/message, assistant/message, tool/result, turn/start."
+    )
+    time: EpochMillis = strawberry.field(description="When it was recorded (epoch ms).")
+    ignorable: bool = strawberry.field(description="Recorded as ignorable by its producer.")
+    raw: strawberry.Private[SessionEvent]
+    complete: strawberry.Private[bool]
+    klass: strawberry.Private[CoreEventSurface | None]
+
+    @resolver("The recorded payload, exactly as stored (any JSON value).")
+    def data(self, info: Info) -> JSON:
+        if self.complete:
+            return cast(JSON, self.raw.data)
+        return cast(JSON, info.context.data_of(self.session_id, self.seq))
+
+    @resolver("How it changes the surface (surface events only; null on log-only events).")
+    def surface_op(self) -> SurfaceOp | None:
+        return _surface_op(self.raw.surface_op)
+
+    @resolver(
+        "Seqs of the earlier events it cites as its sources, in recorded order; "
+        "null when none were recorded."
+    )
+    def source_event_seqs(self) -> list[int] | None:
+        return _sources(self.raw)
+
+    @resolver("CURRENT, SHADOWED or LOG_ONLY under the session's fold.")
+    def surface(self, info: Info) -> EventSurface:
+        if self.klass is not None:
+            return TO_GRAPHQL_SURFACE[self.klass]
+        return cast(EventSurface, _surface_of(info.context, self.session_id, self.seq))
+
+    @resolver("The session it belongs to.")
+    async def session(
+        self, info: Info
+    ) -> Annotated[Session, strawberry.lazy("gateway.server.types.sessions")]:
+        from .sessions import Session
+
+        return Session.of(await info.context.session(self.session_id))
+
+    @resolver("Its relationships: replacements, sources and derivations.")
+    async def trace(self, info: Info) -> EventTrace:
+        ctx = info.context
+        return EventTrace.of(await trace_event(ctx.obs, self.session_id, self.seq))
+
+    @resolver("The event that removed it from the surface (if SHADOWED).")
+    async def replaced_by(self, info: Info) -> Event | None:
+        log, fold = await info.context.fold(self.session_id)
+        replacer = fold.replaced_by(self.seq)
+        return None if replacer is None else Event.of(log, replacer, fold.surface_of(replacer))
+
+    @resolver("Its replacers, from the immediate one to the last (the one still current).")
+    async def replacement_chain(self, info: Info) -> list[Event]:
+        log, fold = await info.context.fold(self.session_id)
+        chain = []
+        replacer = fold.replaced_by(self.seq)
+        while replacer is not None:  # what trace_event's replacementChain walks
+            chain.append(Event.of(log, replacer, fold.surface_of(replacer)))
+            replacer = fold.replaced_by(replacer)
+        return chain
+
+    @resolver("The surface nodes this event itself removed, in surface order.")
+    async def replaced_events(self, info: Info) -> list[Event]:
+        log, fold = await info.context.fold(self.session_id)
+        own = fold.replacement(self.seq)
+        shadowed = own.shadowed if own is not None else ()
+        return [Event.of(log, seq, fold.surface_of(seq)) for seq in shadowed]
+
+    @resolver("The events it cites directly, in recorded order.")
+    async def sources(self, info: Info) -> list[Event]:
+        seqs = _sources(self.raw) or []
+        log, fold = await info.context.fold(self.session_id)
+        return [Event.of(log, seq, fold.surface_of(seq)) for seq in seqs]
+
+    @resolver("Later events that cite this one directly, in log order.")
+    async def derived(self, info: Info) -> list[Event]:
+        log, fold = await info.context.fold(self.session_id)
+        seqs = iter_citations(log.events, self.seq)
+        return [Event.of(log, seq, fold.surface_of(seq)) for seq in seqs]
+
+    # -- construction ------------------------------------------------------------
+
+    @classmethod
+    def of(cls, log: SessionLog, seq: int, klass: CoreEventSurface | None) -> Event:
+        return cls.wrap(log.header.id, log.events[seq], log.complete_data, klass)
+
+    @classmethod
+    def wrap(
+        cls, session_id: str, raw: SessionEvent, complete: bool, klass: CoreEventSurface | None
+    ) -> Event:
+        return cls(
+            session_id=strawberry.ID(session_id),
+            seq=raw.seq,
+            type=raw.type,
+            time=EpochMillis(raw.time),
+            ignorable=raw.ignorable,
+            raw=raw,
+            complete=complete,
+            klass=klass,
+        )
+
+
+async def _surface_of_async(ctx: Context, session_id: str, seq: int) -> EventSurface:
+    _, fold = await ctx.fold(session_id)
+    return TO_GRAPHQL_SURFACE[fold.surface_of(seq)]
+
+
+def _surface_of(ctx: Context, session_id: str, seq: int) -> Awaitable[EventSurface]:
+    return _surface_of_async(ctx, session_id, seq)
+
+
+@strawberry.type(description="An event and the cursor that points at it.")
+class EventEdge:
+    cursor: str = strawberry.field(description="Opaque cursor: pass it as `after`.")
+    node: Event = strawberry.field(description="The event.")
+
+
+@strawberry.type(
+    description=(
+        "A page of a session's raw events in seq order, optionally filtered by surface "
+        "classification (Relay cursor connection)."
+    )
+)
+class EventConnection:
+    edges: list[EventEdge] = strawberry.field(description="The page, with a cursor per event.")
+    nodes: list[Event] = strawberry.field(description="The page's events (same as edges.node).")
+    page_info: PageInfo = strawberry.field(description="Cursors and whether more pages exist.")
+    total_count: int = strawberry.field(
+        description="How many events match the filter in the whole log (not just this page)."
+    )
+
+
+@strawberry.type(
+    description="A bounded window of raw events around one target event, clipped to the log."
+)
+class ReadWindow:
+    session: Annotated[SessionHeader, strawberry.lazy("gateway.server.types.sessions")] = (
+        strawberry.field(description="The header of the session the window is from.")
+    )
+    target: Event = strawberry.field(description="The event the window is around.")
+    events: list[Event] = strawberry.field(description="Events startSeq..endSeq, in seq order.")
+    start_seq: int = strawberry.field(description="Seq of the window's first event.")
+    end_seq: int = strawberry.field(description="Seq of the window's last event.")
+
+    @classmethod
+    def of(cls, window: core.ReadWindow) -> ReadWindow:
+        from .sessions import SessionHeader
+
+        sid = window.session.id
+        return cls(
+            session=SessionHeader.of(window.session),
+            target=Event.wrap(sid, window.target, True, None),
+            events=[Event.wrap(sid, e, True, None) for e in window.events],
+            start_seq=window.start_seq,
+            end_seq=window.end_seq,
+        )
+
+
+@strawberry.type(
+    description=(
+        "How one event replaces and cites others, and how others replace and cite it. "
+        "Sources are direct, never followed transitively."
+    )
+)
+class EventTrace:
+    target: Event = strawberry.field(description="The traced event.")
+    replaced_by: int | None = strawberry.field(
+        description="Seq of the immediate replacer, if the event is SHADOWED."
+    )
+    replacement_chain: list[int] = strawberry.field(
+        description="Seqs of its replacers, from the immediate one to the last."
+    )
+    replaced_event_seqs: list[int] = strawberry.field(
+        description="Seqs of the surface nodes this event removed, in surface order."
+    )
+    source_event_seqs: list[int] = strawberry.field(
+        description="Seqs it cites directly, in recorded order ([] when none were recorded)."
+    )
+    derived_event_seqs: list[int] = strawberry.field(
+        description="Seqs of later events citing it directly, in log order."
+    )
+
+    @classmethod
+    def of(cls, trace: core.EventTrace) -> EventTrace:
+        target = trace.target
+        return cls(
+            target=Event.wrap(target.session_id, trace.event, True, target.surface),
+            replaced_by=trace.replaced_by,
+            replacement_chain=trace.replacement_chain,
+            replaced_event_seqs=trace.replaced_event_seqs,
+            source_event_seqs=trace.source_event_seqs,
+            derived_event_seqs=trace.derived_event_seqs,
+        )
+
+
+def event_connection(
+    ctx: Context,
+    log: SessionLog,
+    fold: FoldResult,
+    wanted: frozenset[CoreEventSurface] | None,
+    first: int,
+    after_seq: int | None,
+) -> EventConnection:
+    """The page of `log` after `after_seq`, keeping only events classified as `wanted`."""
+    sid = log.header.id
+    events = log.events
+    if wanted is None:
+        start = 0 if after_seq is None else max(0, after_seq + 1)
+        start = min(start, len(events))
+        stop = min(start + first, len(events))
+        page_seqs: Sequence[int] = range(start, stop)
+        has_next = stop < len(events)
+        has_previous = start > 0
+        total = len(events)
+    else:
+        matching = [seq for seq, cls in enumerate(fold.classes()) if cls in wanted]
+        start, stop = keyset_slice(matching, after_seq, first)
+        page_seqs = matching[start:stop]
+        has_next = stop < len(matching)
+        has_previous = start > 0
+        total = len(matching)
+    complete = log.complete_data
+    cursors = ctx.cursors
+    surface_of = fold.surface_of
+    nodes = [Event.wrap(sid, events[seq], complete, surface_of(seq)) for seq in page_seqs]
+    edges = [EventEdge(cursor=cursors.event(sid, node.seq), node=node) for node in nodes]
+    return EventConnection(
+        edges=edges,
+        nodes=nodes,
+        page_info=PageInfo(
+            has_next_page=has_next,
+            has_previous_page=has_previous,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+        total_count=total,
+    )

@@ -1,0 +1,244 @@
+"""Session types: `SessionHeader`, `Session`, `SessionConnection`.
+
+A `Session` wraps a `SessionRef` (header, live, persisted). Every field is
+answered from the request's observation: the corpus listing (made once) for
+`parent`, `children` and `lineage`, the session's log and fold (made once) for
+`events`, `surface` and `event`, and `read_event` for `window`.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import strawberry
+
+from gateway.core import EventSurface as CoreEventSurface
+from gateway.core import SessionHeader as CoreHeader
+from gateway.core import SessionRecord
+from gateway.core.lineage import trace_lineage
+from gateway.core.query import read_event
+
+from ..context import Context, SessionRef
+from .events import Event, EventConnection, ReadWindow, event_connection
+from .lineage import SessionTrace
+from .pagination import PageInfo, given, keyset_slice, page_size
+from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
+
+Info = strawberry.Info[Context, None]
+
+
+@strawberry.type(
+    description=(
+        "A session's immutable header. Optional fields absent from the record are null, "
+        "never invented."
+    )
+)
+class SessionHeader:
+    version: int = strawberry.field(description="Format version (0 today).")
+    id: strawberry.ID = strawberry.field(description="Session id.")
+    created_at: EpochMillis = strawberry.field(description="Creation time (epoch ms).")
+    cwd: str | None = strawberry.field(description="Working directory.")
+    parent_session_id: strawberry.ID | None = strawberry.field(
+        description="The session this one was forked from (a lineage edge)."
+    )
+    seed_length: int | None = strawberry.field(
+        description="How many leading events were inherited from the parent."
+    )
+    origin: str | None = strawberry.field(description="Where it came from, e.g. `subagent`.")
+    delegation_depth: int | None = strawberry.field(
+        description="How deep in a delegation chain it runs (null means 0)."
+    )
+    agent_preset: str | None = strawberry.field(description="The agent preset it ran with.")
+
+    @classmethod
+    def of(cls, h: CoreHeader) -> SessionHeader:
+        return cls(
+            version=h.version,
+            id=strawberry.ID(h.id),
+            created_at=EpochMillis(h.created_at),
+            cwd=h.cwd,
+            parent_session_id=None if h.parent_session is None else strawberry.ID(h.parent_session),
+            seed_length=h.seed_length,
+            origin=h.origin,
+            delegation_depth=h.delegation_depth,
+            agent_preset=h.agent_preset,
+        )
+
+
+def _wanted(surface: list[EventSurface] | None) -> frozenset[CoreEventSurface] | None:
+    return None if surface is None else frozenset(TO_CORE_SURFACE[s] for s in surface)
+
+
+async def events_page(
+    ctx: Context,
+    session_id: str,
+    surface: list[EventSurface] | None,
+    first: int | None,
+    after: str | None,
+) -> EventConnection:
+    """`events(surface, first, after)` of one session: filter by classification, page by seq."""
+    size = page_size(first)
+    after = given(after)
+    after_seq = None if after is None else ctx.cursors.decode_event(after, session_id)
+    log, fold = await ctx.fold(session_id)
+    return event_connection(ctx, log, fold, _wanted(given(surface)), size, after_seq)
+
+
+@strawberry.type(
+    description=(
+        "A session of the logical corpus: live (in an in-process store), persisted "
+        "(in the database), or both, in which case the live header and log are reported."
+    )
+)
+class Session:
+    id: strawberry.ID = strawberry.field(description="Session id.")
+    live: bool = strawberry.field(description="A live store holds it.")
+    ref: strawberry.Private[SessionRef]
+
+    @classmethod
+    def of(cls, ref: SessionRef) -> Session:
+        return cls(id=strawberry.ID(ref.header.id), live=ref.live, ref=ref)
+
+    @classmethod
+    def of_record(cls, record: SessionRecord) -> Session:
+        return cls.of(SessionRef.of(record))
+
+    @resolver("Its immutable header.")
+    def header(self) -> SessionHeader:
+        return SessionHeader.of(self.ref.header)
+
+    @resolver("The persistence backend holds it.")
+    def persisted(self, info: Info) -> bool:
+        known = self.ref.persisted
+        if known is not None:
+            return known
+        return cast(bool, info.context.is_persisted(self.ref.header.id))
+
+    @resolver(
+        "The session it was forked from; null when it has none or the parent is not "
+        "in the corpus (see `lineage.unresolvedParentId`)."
+    )
+    async def parent(self, info: Info) -> Session | None:
+        parent_id = self.ref.header.parent_session
+        if parent_id is None:
+            return None
+        record = (await info.context.record_map()).get(parent_id)
+        return None if record is None else Session.of_record(record)
+
+    @resolver("Sessions forked from it, ordered by createdAt then id.")
+    async def children(self, info: Info) -> list[Session]:
+        children = await info.context.children()
+        return [Session.of_record(r) for r in children.get(self.ref.header.id, ())]
+
+    @resolver(
+        "Its lineage: ancestors, the full descendant tree, root, and a flat graph "
+        "(prefer `graph` for deep trees: the nested tree is limited by query depth)."
+    )
+    async def lineage(self, info: Info) -> SessionTrace:
+        ctx = info.context
+        records = await ctx.record_map()
+        return SessionTrace.of(trace_lineage(records, self.ref.header.id, await ctx.children()))
+
+    @resolver(
+        "Its raw events in seq order, optionally only those whose classification is in "
+        "`surface`. `first` defaults to 50 (at most 500); `after` is a cursor from a "
+        "previous page."
+    )
+    async def events(
+        self,
+        info: Info,
+        surface: list[EventSurface] | None = strawberry.UNSET,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+    ) -> EventConnection:
+        return await events_page(info.context, self.ref.header.id, surface, first, after)
+
+    @resolver("The current surface: what the model sees, in its order.")
+    async def surface(self, info: Info) -> list[Event]:
+        log, fold = await info.context.fold(self.ref.header.id)
+        return [Event.of(log, seq, fold.surface_of(seq)) for seq in fold.nodes]
+
+    @resolver("One event by seq (null plus an error when there is none).")
+    async def event(self, info: Info, seq: int) -> Event | None:
+        return await event_by_seq(info.context, self.ref.header.id, seq)
+
+    @resolver(
+        "The event `seq` with `before` and `after` neighbours (each 0..readWindowMax, "
+        "default 0), clipped to the log."
+    )
+    async def window(
+        self,
+        info: Info,
+        seq: int,
+        before: int | None = strawberry.UNSET,
+        after: int | None = strawberry.UNSET,
+    ) -> ReadWindow:
+        return await read_window(info.context, self.ref.header.id, seq, before, after)
+
+
+async def event_by_seq(ctx: Context, session_id: str, seq: int) -> Event | None:
+    """Event `seq` of a session (`read_event` with an empty window); EVENT_NOT_FOUND if absent."""
+    window = await read_event(ctx.obs, session_id, seq, 0, 0, ctx.read_window_max)
+    return Event.wrap(session_id, window.target, True, None)
+
+
+async def read_window(
+    ctx: Context, session_id: str, seq: int, before: int | None, after: int | None
+) -> ReadWindow:
+    window = await read_event(
+        ctx.obs,
+        session_id,
+        seq,
+        given(before) or 0,
+        given(after) or 0,
+        ctx.read_window_max,
+    )
+    return ReadWindow.of(window)
+
+
+@strawberry.type(description="A session and the cursor that points at it.")
+class SessionEdge:
+    cursor: str = strawberry.field(description="Opaque cursor: pass it as `after`.")
+    node: Session = strawberry.field(description="The session.")
+
+
+@strawberry.type(
+    description=(
+        "A page of sessions, newest first by createdAt, ties by id (Relay cursor connection)."
+    )
+)
+class SessionConnection:
+    edges: list[SessionEdge] = strawberry.field(description="The page, with a cursor each.")
+    nodes: list[Session] = strawberry.field(description="The page's sessions (edges.node).")
+    page_info: PageInfo = strawberry.field(description="Cursors and whether more pages exist.")
+    total_count: int = strawberry.field(description="How many sessions the corpus holds now.")
+
+
+async def sessions_page(ctx: Context, first: int | None, after: str | None) -> SessionConnection:
+    size = page_size(first)
+    key = None
+    after = given(after)
+    if after is not None:
+        created_at, session_id = ctx.cursors.decode_session(after)
+        key = (-created_at, session_id)
+    records = await ctx.records()
+    keys = [(-r.header.created_at, r.header.id) for r in records]
+    start, stop = keyset_slice(keys, key, size)
+    cursors = ctx.cursors
+    edges = [
+        SessionEdge(
+            cursor=cursors.session(r.header.created_at, r.header.id), node=Session.of_record(r)
+        )
+        for r in records[start:stop]
+    ]
+    return SessionConnection(
+        edges=edges,
+        nodes=[e.node for e in edges],
+        page_info=PageInfo(
+            has_next_page=stop < len(records),
+            has_previous_page=start > 0,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+        total_count=len(records),
+    )
