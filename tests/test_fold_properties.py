@@ -113,6 +113,7 @@ def test_property_last_element_of_a_replacement_chain_is_current(events):
         while r is not None:
             chain.append(r)
             r = result.replaced_by(r)
+        assert result.replacement_chain(seq) == chain
         if chain:
             assert result.surface_of(chain[-1]) is EventSurface.CURRENT
             # a shadowed event's chain starts with its replacedBy

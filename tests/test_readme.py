@@ -24,3 +24,21 @@ def test_readme_python_examples_run():
 def test_readme_test_command_is_exactly_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
     assert ci in README
+
+
+async def test_readme_graphql_queries_answer_without_errors_on_the_demo(tmp_path):
+    from gateway import SessionQuery, SessionStore, create_app
+    from gateway.demo import load_demo
+    from tests.support.sqlite_backend import sql_backend
+    from tests.test_graphql_helpers import gql
+
+    queries = re.findall(r"```graphql\n(.*?)```", README, re.S)
+    assert len(queries) >= 3, "the README shows the three demo queries"
+    async with sql_backend(tmp_path / "demo.db") as db:
+        store = SessionStore()
+        await load_demo(db, store)
+        app = create_app(SessionQuery(live=[store], persistence=db))
+        for query in queries:
+            body = await gql(app, query)
+            assert "errors" not in body, body
+            assert body["data"] and all(v is not None for v in body["data"].values())

@@ -94,6 +94,7 @@ class FoldResult:
     replacements: tuple[Replacement, ...]
     _states: bytes
     _replaced_by: dict[int, int]
+    _by_seq: dict[int, Replacement]
 
     def __len__(self) -> int:
         return len(self._states)
@@ -111,10 +112,16 @@ class FoldResult:
 
     def replacement(self, seq: int) -> Replacement | None:
         """The replacement made by event `seq`, if it made one."""
-        for r in self.replacements:
-            if r.seq == seq:
-                return r
-        return None
+        return self._by_seq.get(seq)
+
+    def replacement_chain(self, seq: int) -> list[int]:
+        """Replacers of `seq` from the immediate one to the last (which is CURRENT)."""
+        chain = []
+        replacer = self._replaced_by.get(seq)
+        while replacer is not None:
+            chain.append(replacer)
+            replacer = self._replaced_by.get(replacer)
+        return chain
 
 
 class SurfaceFold:
@@ -264,6 +271,7 @@ class SurfaceFold:
             replacements=tuple(self._replacements),
             _states=bytes(self._states),
             _replaced_by=dict(self._replaced_by),
+            _by_seq={r.seq: r for r in self._replacements},
         )
 
 

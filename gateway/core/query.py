@@ -196,11 +196,7 @@ async def trace_event(obs: Observation, session_id: str, seq: int) -> EventTrace
     if not _is_int(seq) or not 0 <= seq < len(log.events):
         raise _event_not_found(session_id, seq, len(log.events))
     log, fold = await obs.fold(session_id)
-    chain: list[int] = []
-    replacer = fold.replaced_by(seq)
-    while replacer is not None:
-        chain.append(replacer)
-        replacer = fold.replaced_by(replacer)
+    chain = fold.replacement_chain(seq)
     own = fold.replacement(seq)
     event = log.events[seq]
     if not log.complete_data:

@@ -122,12 +122,7 @@ class Event:
     @resolver("Its replacers, from the immediate one to the last (the one still current).")
     async def replacement_chain(self, info: Info) -> list[Event]:
         log, fold = await info.context.fold(self.session_id)
-        chain = []
-        replacer = fold.replaced_by(self.seq)
-        while replacer is not None:  # what trace_event's replacementChain walks
-            chain.append(Event.of(log, replacer, fold.surface_of(replacer)))
-            replacer = fold.replaced_by(replacer)
-        return chain
+        return [Event.of(log, r, fold.surface_of(r)) for r in fold.replacement_chain(self.seq)]
 
     @resolver("The surface nodes this event itself removed, in surface order.")
     async def replaced_events(self, info: Info) -> list[Event]:
