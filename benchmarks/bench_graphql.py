@@ -31,7 +31,8 @@ from benchmarks.logs import generate_log
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.core import SessionHeader
 from gateway.persistence import SqlPersistence
-from tests.test_graphql_helpers import running_server, simple_log
+from tests.support.server import running_server
+from tests.test_graphql_helpers import simple_log
 
 EVENTS_QUERY = """query($id: ID!) { events(sessionId: $id, first: 100) {
   totalCount pageInfo { endCursor } nodes { seq type time surface data } } }"""
