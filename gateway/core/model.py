@@ -103,6 +103,9 @@ _CAMEL = {
     "delegation_depth": "delegationDepth",
     "agent_preset": "agentPreset",
 }
+HEADER_FIELDS: tuple[str, ...] = tuple(_CAMEL)
+"""Every header field's Python name (storage layers keep one column per field)."""
+
 _OPTIONAL_HEADER_FIELDS = (
     "cwd",
     "parent_session",

@@ -43,6 +43,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator, TypeEngine, UserDefinedType
 
+from gateway.core.model import HEADER_FIELDS
+
 from .engine import dumps_json, loads_json
 
 
@@ -129,15 +131,5 @@ events = Table(
     sqlite_with_rowid=False,
 )
 
-HEADER_COLUMNS = (
-    "id",
-    "version",
-    "created_at",
-    "cwd",
-    "parent_session",
-    "seed_length",
-    "origin",
-    "delegation_depth",
-    "agent_preset",
-)
+HEADER_COLUMNS: tuple[str, ...] = HEADER_FIELDS
 """The `sessions` columns that hold header fields (SessionHeader attribute names)."""
