@@ -12,6 +12,7 @@ import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.core import SessionHeader
+from tests.backends import Broken
 from tests.support.sqlite_backend import sql_backend
 from tests.test_graphql_helpers import ACCEPT_BOTH, client, codes, gql, simple_log
 
@@ -210,23 +211,14 @@ async def test_operation_timeout_is_504(query: SessionQuery) -> None:
         assert "0.2 s" in body["errors"][0]["message"]
 
 
-class FailingBackend:
-    """A failure double: a database that refuses connections, on cue."""
-
-    async def list(self) -> list[SessionHeader]:
-        raise OSError("connection refused (db:5432)")
-
-    async def load(self, session_id: str) -> Any:
-        raise OSError("connection refused")
-
-
 async def test_healthz_and_readyz(tmp_path: Path) -> None:
     async with sql_backend(tmp_path / "x.db") as db:
         await db.ensure_schema()  # migrate now: the 0.2 s probe is for reachability only
+        refused = Broken(OSError("connection refused (db:5432)"))  # a failure double
         cases = [
             (SessionQuery(), 200, "no persistence"),
             (SessionQuery(persistence=db), 200, "reachable"),
-            (SessionQuery(persistence=FailingBackend()), 503, "connection refused"),
+            (SessionQuery(persistence=refused), 503, "connection refused"),
             (SessionQuery(persistence=SlowBackend(5)), 503, "did not answer"),
         ]
         for q, status, reason in cases:

@@ -382,6 +382,19 @@ def serving() -> Iterator[list[Served]]:
 # ==================================================================== the tests
 
 
+def assert_ready_and_empty(port: int) -> None:
+    """The served gateway is ready (its database answers) and answers a query: no sessions."""
+    ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/graphql",
+        json={"query": "{ sessions(first: 5) { totalCount pageInfo { hasNextPage } } }"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["data"]["sessions"]["totalCount"] == 0
+
+
 def test_dockerignore_matcher_follows_docker_semantics():
     rules = dockerignore_rules("**/__pycache__\n*.egg-info\ntests\n**/*.py[cod]\nlogs\n!logs/keep")
     assert is_ignored("gateway/core/__pycache__/fold.cpython-311.pyc", rules)
@@ -784,14 +797,7 @@ def test_image_command_serves_the_embedded_database_and_passes_its_healthcheck(
     serving.append(served)
     probe_env = {**proc_env, HEALTHCHECK_ENV: f"http://127.0.0.1:{port}/healthz"}
     served.wait_healthy(healthcheck_argv(dockerfile), probe_env)
-    ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
-    assert ready.status_code == 200, ready.text
-    answer = httpx.post(
-        f"http://127.0.0.1:{port}/graphql",
-        json={"query": "{ sessions { totalCount } }"},
-        timeout=10,
-    )
-    assert answer.status_code == 200 and answer.json()["data"]["sessions"]["totalCount"] == 0
+    assert_ready_and_empty(port)
     assert (data / "sessions.db").is_file(), "the default database lives under /data"
     assert served.stopped_gracefully(), served.output()
 
@@ -914,13 +920,5 @@ def test_compose_gateway_serves_the_migrated_postgresql(
     serving.append(served)
     probe = argv_of_compose_test(gateway["healthcheck"]["test"])
     served.wait_healthy(probe, {**proc_env, HEALTHCHECK_ENV: f"http://127.0.0.1:{port}/healthz"})
-    ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
-    assert ready.status_code == 200, ready.text
-    answer = httpx.post(
-        f"http://127.0.0.1:{port}/graphql",
-        json={"query": "{ sessions(first: 5) { totalCount pageInfo { hasNextPage } } }"},
-        timeout=10,
-    )
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["data"]["sessions"]["totalCount"] == 0
+    assert_ready_and_empty(port)
     assert served.stopped_gracefully(), served.output()

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
-from gateway.core import SessionHeader
 from gateway.demo import (
     AGENT,
     FORK_A,
@@ -21,6 +20,7 @@ from gateway.demo import (
     load_demo,
 )
 from gateway.persistence import SqlPersistence, tables
+from tests.backends import Broken
 from tests.support.sqlite_backend import sql_backend
 from tests.test_graphql_helpers import codes, gql, header, msg, simple_log
 
@@ -278,20 +278,11 @@ async def test_invalid_surface_is_reported_with_its_code(backend: SqlPersistence
     assert "rule 3" in body["errors"][0]["message"]
 
 
-class BrokenBackend:
-    """A failure double: a database that is down, which a real backend cannot be on cue."""
-
-    async def list(self) -> list[SessionHeader]:
-        raise ConnectionError("database is down")
-
-    async def load(self, session_id: str) -> Any:
-        raise ConnectionError("database is down")
-
-
 async def test_persistence_failure_keeps_live_sessions_readable() -> None:
     store = SessionStore()
     store.create("live", created_at=5, seed=simple_log(5))
-    app = create_app(SessionQuery(live=[store], persistence=BrokenBackend()))
+    down = Broken(ConnectionError("database is down"))  # a failure double
+    app = create_app(SessionQuery(live=[store], persistence=down))
     body = await gql(app, "{ sessions { totalCount } }")
     assert codes(body) == ["SESSION_QUERY_PERSISTENCE_FAILED"]
     assert "database is down" in body["errors"][0]["message"]

@@ -670,13 +670,14 @@ class SqlPersistence:
                     rows = await _driver_rows(conn, single, {"sid": ids[0]})
                     logs[ids[0]] = self._events_from_rows(rows)
                     del rows
-            for chunk in _chunks(ids if len(ids) > 1 else [], _KEY_CHUNK):
-                with gc_paused():
-                    rows = (
-                        await conn.execute(statement.where(events.c.session_id.in_(chunk)))
-                    ).all()
-                    logs.update(self._grouped_events(rows))
-                    del rows
+            else:
+                for chunk in _chunks(ids, _KEY_CHUNK):
+                    with gc_paused():
+                        rows = (
+                            await conn.execute(statement.where(events.c.session_id.in_(chunk)))
+                        ).all()
+                        logs.update(self._grouped_events(rows))
+                        del rows
             if not with_data:
                 for sid, log in logs.items():
                     await self._fill_rewrite_payloads(conn, sid, log)
