@@ -1,17 +1,35 @@
-"""What the core needs of a persistence backend (SPEC §6), and nothing more.
+"""What the core asks of a persistence backend (SPEC §6, §3a), as named capabilities.
 
-A backend is any object with `list()` and `load()`. Backends may also offer
-the optional fast paths below; the core uses them when present and the
-contract's results stay identical.
+Every backend has the required `PersistenceBackend` surface: `list()` and
+`load()`. A backend may also offer narrower questions, each a protocol below;
+the core asks `capabilities_of(backend)` once per observation which of them
+it has and uses them, so a request costs what it answers instead of what the
+corpus or the log holds. The answers must be exactly what `list()`/`load()`
+and the fold would give (SPEC §3a); `session-gateway verify` checks the
+stored derivations of `SqlPersistence`.
+
+Batched methods take many keys and return a dict; a key the backend does not
+hold is left out of the answer. The core coalesces one observation's keys into
+one call (`gateway.core.batching`).
+
+Surface codes stored by a writer: 0 LOG_ONLY, 1 CURRENT, 2 SHADOWED ("as of
+the whole stored log"). A reader that saw a log of `as_of` events classifies
+an event as of that length: a SHADOWED event whose `replaced_by >= as_of` was
+still CURRENT then (replacers only ever come later), which keeps one request's
+answers consistent while appends go on.
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .model import SessionEvent, SessionHeader
+
+LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE = 0, 1, 2
+"""Stored surface codes (see the module docstring)."""
 
 
 @runtime_checkable
@@ -23,47 +41,158 @@ class PersistenceBackend(Protocol):
     async def load(self, session_id: str) -> tuple[SessionHeader, builtins.list[SessionEvent]]: ...
 
 
-class HeaderLookup(Protocol):
-    """Fast path: prove one id is there without listing every header."""
-
-    async def load_header(self, session_id: str) -> SessionHeader | None: ...
+# -- pushdown of corpus questions ---------------------------------------------------
 
 
-class WindowLoader(Protocol):
-    """Fast path: the events with `start <= seq <= end`, ascending, and the header."""
+@runtime_checkable
+class CorpusReads(Protocol):
+    """Corpus questions answered by index instead of by listing every header."""
 
-    async def load_window(
-        self, session_id: str, start: int, end: int
-    ) -> tuple[SessionHeader, list[SessionEvent]]: ...
+    async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """The stored headers of these ids."""
+        ...
+
+    async def count_sessions(self) -> int:
+        """How many sessions are stored."""
+        ...
+
+    async def headers_page(
+        self, after: tuple[int, str] | None, limit: int
+    ) -> builtins.list[SessionHeader]:
+        """Up to `limit` headers in corpus order (createdAt descending, id ascending),
+        strictly after the key `(created_at, id)` when `after` is given."""
+        ...
+
+    async def load_children(
+        self, parent_ids: Sequence[str]
+    ) -> dict[str, builtins.list[SessionHeader]]:
+        """The stored sessions whose parentSession is each id (ids with none left out);
+        each list ordered by createdAt, then id."""
+        ...
+
+    async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """Every stored header reached from these ids by following parentSession links
+        (the ids themselves included when stored). Terminates on cycles."""
+        ...
+
+    async def load_descendancy(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """Every stored header reached from these ids by following child links (the ids
+        themselves excluded). Terminates on cycles."""
+        ...
 
 
-class FoldLogLoader(Protocol):
-    """Fast path: every event, but `data` only where the fold needs it (tool/result).
+# -- stored derivations of the fold ---------------------------------------------------
 
-    Other events come back with `data=None`; enough for listing and tracing.
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A stored session's header and log size, as one read saw them.
+
+    `counts` is (log_only, current, shadowed) as of `event_count` when the
+    writer's derivations cover the whole stored log; None when they do not
+    (a log written by other means): then the core loads and folds the log.
     """
 
-    async def load_fold_log(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]: ...
+    header: SessionHeader
+    event_count: int
+    counts: tuple[int, int, int] | None = None
 
 
-class BatchLoaders(Protocol):
-    """Fast paths for many keys at once; missing keys are left out of the answer.
+class StoredEvent(NamedTuple):
+    """One stored event with its stored derivations (as of the whole stored log).
 
-    The core coalesces the keys asked for in one event-loop turn of one
-    observation (a GraphQL request) into one call of these, when present.
+    `event.data` is None when the query did not ask for payloads.
     """
 
-    async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]: ...
+    event: SessionEvent
+    surface: int
+    replaced_by: int | None
 
-    async def load_fold_logs(
-        self, session_ids: Sequence[str]
-    ) -> dict[str, tuple[SessionHeader, builtins.list[SessionEvent]]]: ...
 
-    async def load_windows(
-        self, requests: Sequence[tuple[str, int, int]]
-    ) -> dict[tuple[str, int, int], tuple[SessionHeader, builtins.list[SessionEvent]]]: ...
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    """A ranged read: events of one session with `lo <= seq <= hi` and `seq < as_of`,
+    ascending by seq, at most `limit` (None: all), and when `surfaces` is given only
+    those whose class as of `as_of` is one of these codes; payloads only `with_data`."""
+
+    session_id: str
+    lo: int
+    hi: int
+    as_of: int
+    surfaces: frozenset[int] | None = None
+    limit: int | None = None
+    with_data: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTrace:
+    """The stored relations of one event, as of a log length.
+
+    `replacement_chain`: its replacers from the immediate one on, each < as_of.
+    `replaced`: the seqs it shadowed itself, in surface order.
+    `derived`: the seqs < as_of that cite it, ascending.
+    """
+
+    replacement_chain: tuple[int, ...]
+    replaced: tuple[int, ...]
+    derived: tuple[int, ...]
+
+
+@runtime_checkable
+class DerivedReads(Protocol):
+    """A backend whose writer stores the fold's derivations (SPEC §3a)."""
+
+    async def load_sessions(self, session_ids: Sequence[str]) -> dict[str, StoredSession]:
+        """Header, log size and class counts of each stored id (one read of the row)."""
+        ...
+
+    async def read_events(
+        self, queries: Sequence[EventQuery]
+    ) -> dict[EventQuery, builtins.list[StoredEvent]]:
+        """Each ranged read (see `EventQuery`); queries of unknown sessions left out."""
+        ...
+
+    async def read_events_at(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], StoredEvent]:
+        """Single events by (session id, seq), payloads included."""
+        ...
+
+    async def read_surfaces(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], builtins.list[StoredEvent]]:
+        """For each (session id, as_of): the surface as it stood when the log had
+        `as_of` events, in model-visible order, payloads included."""
+        ...
+
+    async def read_traces(
+        self, keys: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int, int], StoredTrace]:
+        """For each (session id, seq, as_of): the event's stored relations."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a mounted backend can answer besides `list()`/`load()` (None: it cannot)."""
+
+    corpus: CorpusReads | None
+    derived: DerivedReads | None
+
+
+def capabilities_of(backend: object) -> Capabilities:
+    """The named capabilities `backend` offers (checked by protocol, not by name)."""
+    return Capabilities(
+        corpus=backend if isinstance(backend, CorpusReads) else None,
+        derived=backend if isinstance(backend, DerivedReads) else None,
+    )
+
+
+def is_backend(backend: object) -> bool:
+    """Whether `backend` has the required surface (`list()` and `load()`)."""
+    return isinstance(backend, PersistenceBackend)
 
 
 def has_method(backend: object, name: str) -> bool:
-    """Whether a backend offers an optional fast path."""
+    """Deprecated shim while the observation moves to `capabilities_of`."""
     return callable(getattr(backend, name, None))

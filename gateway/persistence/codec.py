@@ -1,0 +1,270 @@
+"""The JSON codec and row shapes shared by the SQL reads and writes.
+
+JSON columns are read as their stored text and decoded here by hand (the
+stored text is compact, so a faster path than `json.loads` applies), and
+events are encoded to positional insert rows once per write. Kept apart from
+the statements so that reads and writes share one definition of a row.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import groupby
+from operator import itemgetter
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    ColumnElement,
+    Dialect,
+    Select,
+    Text,
+    bindparam,
+    cast,
+    type_coerce,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.types import NullType, TypeDecorator, TypeEngine
+
+from gateway.core.gcpause import gc_paused
+from gateway.core.model import SessionEvent, SessionHeader
+
+from .engine import (
+    dumps_json,
+)
+from .errors import (
+    InvalidEventError,
+    NonContiguousAppendError,
+)
+from .tables import HEADER_COLUMNS, PgJsonText, events
+
+T = TypeVar("T")
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_TOOL_RESULT = "tool/result"
+_APPEND_JSON = '"append"'
+
+
+class _PreEncodedJson(TypeDecorator[Any]):
+    """Binds JSON text made by `dumps_json` as it is (TEXT on SQLite, json on PostgreSQL).
+
+    Only its compiled form matters: no `::VARCHAR` cast on PostgreSQL, where the
+    column is `json`.
+    """
+
+    impl = NullType
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(PgJsonText())
+        return dialect.type_descriptor(NullType())
+
+
+_RAW = NullType()
+
+
+def _raw(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The column without SQLAlchemy result processing (decoded by hand on the hot path)."""
+    return type_coerce(column, _RAW)
+
+
+def _json_text(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A JSON column read as its stored text on both engines (decoded by `_loads`)."""
+    return _raw(cast(column, Text))
+
+
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    """`json.loads` for text this module stored (compact, no surrounding space), faster."""
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        return json.loads(text)  # raises the proper JSONDecodeError
+    return value if end == len(text) else json.loads(text)
+
+
+def _load_op(text: str) -> Any:
+    return "append" if text == _APPEND_JSON else _loads(text)
+
+
+def _load_sources(text: str) -> Any:
+    """A stored sourceEventSeqs list as a tuple (fast for the usual list of ints)."""
+    if text == "[]":
+        return ()
+    try:
+        return tuple(map(int, text[1:-1].split(",")))
+    except ValueError:  # not a plain list of integers: kept as stored, judged by the fold
+        value = _loads(text)
+        return tuple(value) if isinstance(value, list) else value
+
+
+_make_event = SessionEvent
+
+
+_COMPILED: dict[tuple[int, str], tuple[str, tuple[str, ...]]] = {}
+
+
+async def _driver_rows(
+    conn: AsyncConnection, statement: Select[Any], params: dict[str, Any]
+) -> Sequence[Sequence[Any]]:
+    """Run a Core statement through the driver's own cursor and return plain rows.
+
+    SQLAlchemy compiles the statement (once per dialect); skipping its per-row
+    result processing halves the cost of reading a long log, whose rows need
+    none of it (JSON columns are selected as text and decoded here).
+    """
+    dialect = conn.dialect
+    key = (id(statement), dialect.name)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        c = statement.compile(dialect=dialect)
+        compiled = _COMPILED[key] = (str(c), tuple(c.positiontup or ()))
+    sql, names = compiled
+    args = [params[name] for name in names]
+    driver = (await conn.get_raw_connection()).driver_connection
+    if dialect.name == "sqlite":
+        rows: Sequence[Sequence[Any]] = await driver.execute_fetchall(sql, args)  # type: ignore[union-attr]
+    else:
+        rows = await driver.fetch(sql, *args)  # type: ignore[union-attr]
+    return rows
+
+
+def _header_from_row(row: Sequence[Any]) -> SessionHeader:
+    return SessionHeader(**dict(zip(HEADER_COLUMNS, row, strict=False)))
+
+
+def _header_row(header: SessionHeader, event_count: int) -> dict[str, Any]:
+    row = {name: getattr(header, name) for name in HEADER_COLUMNS}
+    for name in ("created_at", "version", "seed_length", "delegation_depth"):
+        value = row[name]
+        if value is not None and not _INT64_MIN <= value <= _INT64_MAX:
+            raise InvalidEventError(
+                f"session {header.id!r}: header field {name} = {value} does not fit in 64 bits"
+            )
+    row["event_count"] = event_count
+    return row
+
+
+_EventRow = tuple[str, int, str, int, "str | None", "str | None", bool, str]
+"""An insert row, in `_INSERT_ORDER`."""
+_INSERT_ORDER = (
+    "session_id",
+    "seq",
+    "type",
+    "time",
+    "surface_op",
+    "source_event_seqs",
+    "ignorable",
+    "data",
+)
+
+
+def _encode_events(session_id: str, batch: Sequence[SessionEvent]) -> list[_EventRow]:
+    """The insert rows of a batch, JSON encoded; InvalidEventError for what no column holds."""
+    rows: list[_EventRow] = []
+    add = rows.append
+    for position, event in enumerate(batch):
+        if not isinstance(event, SessionEvent):
+            raise InvalidEventError(
+                f"session {session_id!r}: batch position {position} is a "
+                f"{type(event).__name__}, not a SessionEvent"
+            )
+        # seqs are judged by the contiguity check (append) or fold rule 1 (whole logs)
+        seq, etype, time = event.seq, event.type, event.time
+        if not isinstance(etype, str) or not etype:
+            raise InvalidEventError(
+                f"session {session_id!r}: event seq {seq} has type {etype!r}, "
+                "not a non-empty string"
+            )
+        if type(time) is not int or not _INT64_MIN <= time <= _INT64_MAX:
+            raise InvalidEventError(
+                f"session {session_id!r}: event seq {seq} has time {time!r}, "
+                "not an integer (epoch ms) in 64 bits"
+            )
+        if type(event.ignorable) is not bool:
+            raise InvalidEventError(
+                f"session {session_id!r}: event seq {seq} has ignorable {event.ignorable!r}, "
+                "not a boolean"
+            )
+        op, sources = event.surface_op, event.source_event_seqs
+        try:
+            data = dumps_json(event.data)
+            op_text = None if op is None else _APPEND_JSON if op == "append" else dumps_json(op)
+            src_text = None if sources is None else dumps_json(list(sources))
+        except (TypeError, ValueError) as exc:
+            raise InvalidEventError(
+                f"session {session_id!r}: event seq {seq} holds a value that is not JSON: {exc}"
+            ) from None
+        add((session_id, seq, etype, time, op_text, src_text, event.ignorable, data))
+    return rows
+
+
+def _check_contiguous(session_id: str, batch: Sequence[SessionEvent], start: int) -> None:
+    for position, event in enumerate(batch):
+        if event.seq != start + position:
+            raise NonContiguousAppendError(
+                session_id, start + position, event.seq, position=position
+            )
+
+
+def _canonical(event: SessionEvent) -> str:
+    """A comparison key: equal iff equal as JSON values (1, 1.0 and true all differ)."""
+    return json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _position(log: Sequence[SessionEvent], seq: int) -> int:
+    """Where `seq` sits in a log whose seqs are not its positions (a stored log that
+    breaks rule 1; the fold will reject it, but loading it must not fail first)."""
+    return next(i for i, e in enumerate(log) if e.seq == seq)
+
+
+def _events_from_rows(rows: Iterable[Any]) -> builtins.list[SessionEvent]:
+    """SessionEvents from (seq, type, time, surface_op, sources, ignorable, data) rows.
+
+    The hot loop of every read: JSON columns arrive as text (both engines) and
+    are decoded here; `ignorable` is 0/1 on SQLite and a bool on PostgreSQL.
+    Synchronous on purpose: a GC pause around it never spans an `await`.
+    """
+    make, loads, load_op, load_sources = _make_event, _loads, _load_op, _load_sources
+    flag = (False, True)
+    out: builtins.list[SessionEvent] = []
+    add = out.append
+    with gc_paused():
+        for seq, etype, time, op, src, ignorable, data in rows:
+            if op is not None:
+                op = load_op(op)
+            if src is not None:
+                src = load_sources(src)
+            if data is not None:
+                data = loads(data)
+            add(make(etype, seq, time, data, op, src, flag[ignorable]))
+    return out
+
+
+def _grouped_events(rows: Sequence[Any]) -> dict[str, builtins.list[SessionEvent]]:
+    """Rows of (session_id, *event columns), ordered by session then seq, by session."""
+    out: dict[str, builtins.list[SessionEvent]] = {}
+    for sid, group in groupby(rows, key=itemgetter(0)):
+        out[sid] = _events_from_rows(row[1:] for row in group)
+    return out
+
+
+_INSERT_EVENTS = events.insert().values(
+    session_id=bindparam("session_id"),
+    seq=bindparam("seq"),
+    type=bindparam("type"),
+    time=bindparam("time"),
+    surface_op=bindparam("surface_op", type_=_PreEncodedJson()),
+    source_event_seqs=bindparam("source_event_seqs", type_=_PreEncodedJson()),
+    ignorable=bindparam("ignorable"),
+    data=bindparam("data", type_=_PreEncodedJson()),
+)
