@@ -129,6 +129,7 @@ class SurfaceFold:
     `SessionQueryError(INVALID_SURFACE)` and leaves the state exactly as it was."""
 
     __slots__ = (
+        "_by_seq",
         "_head",
         "_label",
         "_lookup",
@@ -151,6 +152,7 @@ class SurfaceFold:
         self._tail = _NONE
         self._replacements: list[Replacement] = []
         self._replaced_by: dict[int, int] = {}
+        self._by_seq: dict[int, Replacement] = {}
 
     def __len__(self) -> int:
         return len(self._states)
@@ -252,7 +254,52 @@ class SurfaceFold:
         else:
             prev[after] = seq
         states.append(_CURRENT)
-        self._replacements.append(Replacement(seq, start, end, tuple(shadowed)))
+        made = Replacement(seq, start, end, tuple(shadowed))
+        self._replacements.append(made)
+        self._by_seq[seq] = made
+
+    # -- what a reader or a writer asks of the state so far --------------------
+
+    def code(self, seq: int) -> int:
+        """The class of `seq` now, as a stored code (0 LOG_ONLY, 1 CURRENT, 2 SHADOWED)."""
+        return self._states[seq]
+
+    def label(self, seq: int) -> int | None:
+        """The order label of a surface event (never changes; None on log-only events).
+
+        Labels strictly increase along the surface at every moment, so sorting
+        the nodes current at any moment by label gives that moment's surface.
+        """
+        value = self._label[seq]
+        return None if value == _NONE else value
+
+    def replaced_by(self, seq: int) -> int | None:
+        """The immediate replacer of `seq`, if it was shadowed."""
+        return self._replaced_by.get(seq)
+
+    def replacement(self, seq: int) -> Replacement | None:
+        """The replacement made by event `seq`, if it made one."""
+        return self._by_seq.get(seq)
+
+    def replacements_since(self, seq: int) -> list[Replacement]:
+        """The replacements made by events with seq >= `seq`, in log order."""
+        out: list[Replacement] = []
+        for made in reversed(self._replacements):
+            if made.seq < seq:
+                break
+            out.append(made)
+        out.reverse()
+        return out
+
+    def derivations(self, start: int = 0) -> list[tuple[int, int | None, int | None]]:
+        """(code, replaced_by, label) of every event from `start` on, by seq: what a
+        writer stores beside the events (see `gateway.persistence.tables`)."""
+        states, labels, replaced_by = self._states, self._label, self._replaced_by
+        none = _NONE
+        return [
+            (states[s], replaced_by.get(s), None if labels[s] == none else labels[s])
+            for s in range(start, len(states))
+        ]
 
     def nodes(self) -> tuple[int, ...]:
         """The current surface in model-visible order."""
@@ -271,7 +318,7 @@ class SurfaceFold:
             replacements=tuple(self._replacements),
             _states=bytes(self._states),
             _replaced_by=dict(self._replaced_by),
-            _by_seq={r.seq: r for r in self._replacements},
+            _by_seq=dict(self._by_seq),
         )
 
 

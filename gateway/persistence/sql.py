@@ -55,11 +55,13 @@ One `SqlPersistence` belongs to one event loop; `close()` it before the loop end
 
 from __future__ import annotations
 
+from .corpus import SqlCorpusReads
+from .derived import SqlDerivedReads
 from .reads import SqlReads
 from .writes import ImportOutcome, SqlWrites
 
 
-class SqlPersistence(SqlReads, SqlWrites):
+class SqlPersistence(SqlReads, SqlCorpusReads, SqlDerivedReads, SqlWrites):
     """The reference persistence backend (module docstring): SQLite or PostgreSQL.
 
     `url`: `sqlite+aiosqlite:///path.db`, `postgresql+asyncpg://...` (plain `sqlite:`

@@ -6,6 +6,13 @@ stored log's length (= the next seq), which `append` checks and advances in
 the same transaction as its inserts. Indexed for newest-first order
 (`created_at DESC, id`) and by parent id (lineage).
 
+`sessions` also keeps what the writer derived from the fold, in the same
+transaction as the events (SPEC §3a): `current_count` and `shadowed_count`
+(log-only is the rest), and `derived_count`, how many leading events carry
+their derivations. A reader trusts the stored derivations only when
+`derived_count == event_count`; otherwise (a log written by other means) it
+folds the log itself.
+
 `events`: primary key `(session_id, seq)`, so a window is a primary-key range
 scan and two writers can never both store one seq. On SQLite the table is
 WITHOUT ROWID, clustered by that key: a session's events sit together even
@@ -20,6 +27,16 @@ corpus hold it) and lone surrogates, re-orders keys and prints a float such as
 indexing would buy nothing here. A `data` of JSON `null` is stored as the text
 `null`, never SQL NULL (the column is NOT NULL); `surface_op` and
 `source_event_seqs` are SQL NULL when absent.
+
+Derivations per event (SQL NULL until derived): `surface` (0 LOG_ONLY,
+1 CURRENT, 2 SHADOWED, see `gateway.core.backend`), `replaced_by` (the
+immediate replacer of a shadowed event) and `surface_label`, the fold's order
+label of a surface event: labels strictly increase along the surface at every
+moment and never change, so `ORDER BY surface_label` gives the current surface
+in model order and the nodes one replacement removed in their surface order.
+
+`citations`: one row per (cited seq, citing seq) of a session: the reverse of
+`source_event_seqs`, so "who cites this event" is a key range.
 """
 
 from __future__ import annotations
@@ -36,6 +53,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     Table,
     Text,
     false,
@@ -106,6 +124,9 @@ sessions = Table(
     Column("delegation_depth", BigInteger),
     Column("agent_preset", Text),
     Column("event_count", BigInteger, nullable=False, server_default=text("0")),
+    Column("current_count", BigInteger, nullable=False, server_default=text("0")),
+    Column("shadowed_count", BigInteger, nullable=False, server_default=text("0")),
+    Column("derived_count", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("id", name="pk_sessions"),
 )
 Index("ix_sessions_newest_first", sessions.c.created_at.desc(), sessions.c.id)
@@ -126,8 +147,36 @@ events = Table(
     Column("surface_op", JsonText(none_as_null=True)),
     Column("source_event_seqs", JsonText(none_as_null=True)),
     Column("ignorable", Boolean, nullable=False, server_default=false()),
+    Column("surface", SmallInteger),
+    Column("replaced_by", BigInteger),
+    Column("surface_label", BigInteger),
     Column("data", JsonText(), nullable=False),
     PrimaryKeyConstraint("session_id", "seq", name="pk_events"),
+    sqlite_with_rowid=False,
+)
+Index("ix_events_surface_seq", events.c.session_id, events.c.surface, events.c.seq)
+Index("ix_events_surface_label", events.c.session_id, events.c.surface, events.c.surface_label)
+Index(
+    "ix_events_replaced_by",
+    events.c.session_id,
+    events.c.replaced_by,
+    events.c.surface_label,
+    sqlite_where=events.c.replaced_by.is_not(None),
+    postgresql_where=events.c.replaced_by.is_not(None),
+)
+
+citations = Table(
+    "citations",
+    metadata,
+    Column(
+        "session_id",
+        Text,
+        ForeignKey("sessions.id", ondelete="CASCADE", name="fk_citations_session_id"),
+        nullable=False,
+    ),
+    Column("seq", BigInteger, nullable=False),
+    Column("cited_by", BigInteger, nullable=False),
+    PrimaryKeyConstraint("session_id", "seq", "cited_by", name="pk_citations"),
     sqlite_with_rowid=False,
 )
 
