@@ -7,7 +7,7 @@ from .backend import PersistenceBackend
 from .errors import ErrorCode, SessionQueryError
 from .fold import EventSurface, FoldResult, Replacement, SurfaceFold, fold_surface
 from .model import SURFACE_TYPES, SessionEvent, SessionHeader
-from .observation import Observation, SessionLog
+from .observation import Observation, SessionsPage
 from .query import DEFAULT_READ_WINDOW_MAX, SessionQuery
 from .results import (
     EventRecord,
@@ -18,11 +18,14 @@ from .results import (
     SessionTrace,
 )
 from .store import LiveSession, SessionStore
+from .views import Classified, EventPage, Relations, SessionView
 
 __all__ = [
     "DEFAULT_READ_WINDOW_MAX",
     "SURFACE_TYPES",
+    "Classified",
     "ErrorCode",
+    "EventPage",
     "EventRecord",
     "EventSurface",
     "EventTrace",
@@ -32,15 +35,17 @@ __all__ = [
     "Observation",
     "PersistenceBackend",
     "ReadWindow",
+    "Relations",
     "Replacement",
     "SessionEvent",
     "SessionHeader",
-    "SessionLog",
     "SessionQuery",
     "SessionQueryError",
     "SessionRecord",
     "SessionStore",
     "SessionTrace",
+    "SessionView",
+    "SessionsPage",
     "SurfaceFold",
     "fold_surface",
 ]

@@ -8,13 +8,14 @@ a per-request loader, never a cache across requests.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 BatchFn = Callable[[Sequence[K]], Awaitable[dict[K, V]]]
+Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
 
 
 class Batcher(Generic[K, V]):
@@ -24,8 +25,10 @@ class Batcher(Generic[K, V]):
     exception from `fetch` fails every key of that batch.
     """
 
-    def __init__(self, fetch: BatchFn[K, V]) -> None:
+    def __init__(self, fetch: BatchFn[K, V], spawn: Spawn | None = None) -> None:
+        """`spawn` starts the batch's task (its owner may cancel it); default: a plain task."""
         self._fetch = fetch
+        self._spawn: Spawn = spawn or asyncio.ensure_future
         self._pending: dict[K, asyncio.Future[V | None]] = {}
 
     def load(self, key: K) -> asyncio.Future[V | None]:
@@ -41,12 +44,16 @@ class Batcher(Generic[K, V]):
 
     def _dispatch(self) -> None:
         batch, self._pending = self._pending, {}
-        task = asyncio.ensure_future(self._run(batch))
+        task = self._spawn(self._run(batch))
         task.add_done_callback(_consume)
 
     async def _run(self, batch: dict[K, asyncio.Future[V | None]]) -> None:
         try:
             found = await self._fetch(list(batch))
+        except asyncio.CancelledError:
+            for fut in batch.values():
+                fut.cancel()
+            raise
         except BaseException as exc:
             for fut in batch.values():
                 if not fut.done():

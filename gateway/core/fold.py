@@ -61,6 +61,9 @@ class Replacement:
 
 _LOG_ONLY, _CURRENT, _SHADOWED = 0, 1, 2
 _CLASS = (EventSurface.LOG_ONLY, EventSurface.CURRENT, EventSurface.SHADOWED)
+SURFACE_BY_CODE: tuple[EventSurface, ...] = _CLASS
+"""EventSurface by stored code (0 LOG_ONLY, 1 CURRENT, 2 SHADOWED)."""
+CODE_BY_SURFACE: dict[EventSurface, int] = {cls: code for code, cls in enumerate(_CLASS)}
 _NONE = -1
 _TOOL_RESULT = "tool/result"
 _ASSISTANT_MESSAGE = "assistant/message"
@@ -99,6 +102,11 @@ class FoldResult:
     def __len__(self) -> int:
         return len(self._states)
 
+    @property
+    def codes(self) -> bytes:
+        """The class code of every raw event, by seq (0 LOG_ONLY, 1 CURRENT, 2 SHADOWED)."""
+        return self._states
+
     def surface_of(self, seq: int) -> EventSurface:
         return _CLASS[self._states[seq]]
 
@@ -130,6 +138,7 @@ class SurfaceFold:
 
     __slots__ = (
         "_by_seq",
+        "_counts",
         "_head",
         "_label",
         "_lookup",
@@ -153,6 +162,7 @@ class SurfaceFold:
         self._replacements: list[Replacement] = []
         self._replaced_by: dict[int, int] = {}
         self._by_seq: dict[int, Replacement] = {}
+        self._counts = [0, 0, 0]  # events per class code now
 
     def __len__(self) -> int:
         return len(self._states)
@@ -174,6 +184,7 @@ class SurfaceFold:
             self._label.append(_NONE)
             self._prev.append(_NONE)
             self._next.append(_NONE)
+            self._counts[_LOG_ONLY] += 1
             return
         if op is None:
             raise _reject(3, seq, f"surface type {etype!r} has no surfaceOp")
@@ -182,6 +193,7 @@ class SurfaceFold:
         if op == "append":
             self._link_tail(seq)
             states.append(_CURRENT)
+            self._counts[_CURRENT] += 1
             return
         start, end = _parse_replace(seq, op)
         shadowed = self._range(seq, start, end)
@@ -254,11 +266,28 @@ class SurfaceFold:
         else:
             prev[after] = seq
         states.append(_CURRENT)
+        counts = self._counts
+        counts[_CURRENT] += 1 - len(shadowed)
+        counts[_SHADOWED] += len(shadowed)
         made = Replacement(seq, start, end, tuple(shadowed))
         self._replacements.append(made)
         self._by_seq[seq] = made
 
     # -- what a reader or a writer asks of the state so far --------------------
+
+    @property
+    def codes(self) -> bytearray:
+        """The class code of every event now, by seq (read it under the owner's lock)."""
+        return self._states
+
+    def counts(self) -> tuple[int, int, int]:
+        """Events per class code now: (log-only, current, shadowed)."""
+        log_only, current, shadowed = self._counts
+        return log_only, current, shadowed
+
+    def nodes_linked(self) -> tuple[int, list[int]]:
+        """The surface's head and the `next` links (read under the owner's lock)."""
+        return self._head, self._next
 
     def code(self, seq: int) -> int:
         """The class of `seq` now, as a stored code (0 LOG_ONLY, 1 CURRENT, 2 SHADOWED)."""

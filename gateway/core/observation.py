@@ -1,49 +1,75 @@
-"""One observation of the logical corpus (SPEC §3).
+"""One observation of the logical corpus (SPEC §3, §3a).
 
 An `Observation` resolves sessions across the live stores and the mounted
-backend, and remembers what it loaded for as long as it lives: within one
-observation the corpus is listed at most once and each session's log is
-loaded at most once, so nested questions see one consistent state and the
-backend work does not grow with how a question is nested. Nothing outlives
-it: `SessionQuery` makes a new one per operation, the GraphQL layer one per
-request.
+backend and remembers what it read for as long as it lives: within one
+observation each session is proved and read once, each backend question is
+asked once, and questions asked in the same event-loop turn share one batched
+backend call, so nested questions see one consistent state and the backend
+work follows the answer, not how the question is nested. Nothing outlives it:
+`SessionQuery` makes a new one per operation, the GraphQL layer one per
+request, and `close()` cancels whatever backend work is still running (a
+timed-out request leaves none behind).
+
+The backend is used through its named capabilities (`gateway.core.backend`):
+stored derivations when it has them (a page costs a page), whole logs folded
+in a worker thread when it has only `load()`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from .backend import has_method
-from .batching import Batcher, gather_singles
+from .backend import (
+    Capabilities,
+    EventQuery,
+    StoredEvent,
+    StoredSession,
+    StoredTrace,
+    capabilities_of,
+)
+from .batching import Batcher
 from .errors import ErrorCode, SessionQueryError
-from .fold import FoldResult, fold_surface
-from .gcpause import gc_paused
+from .fold import SURFACE_BY_CODE, EventSurface, fold_surface
+from .lineage import children_index
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
-from .store import SessionStore
+from .store import LiveSession, SessionStore
+from .views import (
+    CURRENT,
+    SHADOWED,
+    Classified,
+    EventPage,
+    FoldedView,
+    Relations,
+    SessionView,
+    codes_of,
+    page_start,
+)
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+SessionKey = tuple[int, str]
+"""A session's place in corpus order: (-createdAt, id) ascending."""
+
+
+def corpus_key(header: SessionHeader) -> SessionKey:
+    return (-header.created_at, header.id)
 
 
 @dataclass(frozen=True, slots=True)
-class SessionLog:
-    """A resolved session: its header, its raw log and where it came from.
+class SessionsPage:
+    """A page of the corpus in its order, and the size of the whole corpus."""
 
-    `complete_data` is False when the backend's fold-only fast path left
-    payloads out (they are `None` except on tool/result events).
-    """
-
-    header: SessionHeader
-    events: Sequence[SessionEvent]
-    live: bool
-    complete_data: bool = True
-
-
-def _key(record: SessionRecord) -> tuple[int, str]:
-    return (-record.header.created_at, record.header.id)
+    records: list[SessionRecord]
+    has_next: bool
+    has_previous: bool
+    total: int
 
 
 class Observation:
@@ -52,21 +78,41 @@ class Observation:
     def __init__(self, stores: Sequence[SessionStore], backend: object | None) -> None:
         self._stores = tuple(stores)
         self._backend = backend
+        self._caps = capabilities_of(backend) if backend is not None else Capabilities(None, None)
         self._memo: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
-        self._batchers: dict[str, Batcher[Any, Any] | None] = {}
+        self._batchers: dict[str, Batcher[Any, Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._live_headers: dict[str, SessionHeader] | None = None
+        self._live_sessions: dict[str, LiveSession] = {}
 
-    # -- memo -------------------------------------------------------------
+    # -- lifetime ---------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def close(self) -> None:
+        """Cancel every backend call still running for this observation."""
+        for task in list(self._tasks):
+            task.cancel()
 
     async def _once(self, key: tuple[Any, ...], make: Callable[[], Awaitable[T]]) -> T:
-        """Run `make` once per key; concurrent and later askers share its outcome."""
+        """Run `make` once per key; concurrent and later askers share its outcome.
+
+        The shared task is shielded from any one asker's cancellation (another
+        field of the same request may still want it); `close()` cancels it.
+        """
         fut = self._memo.get(key)
         if fut is None:
-            fut = asyncio.ensure_future(make())
+            fut = self._spawn(_wrap(make))
+            fut.add_done_callback(_consume)
             self._memo[key] = fut
         result: T = await asyncio.shield(fut)
         return result
 
-    # -- backend calls, each wrapped into the closed error set ------------
+    # -- backend calls, each wrapped into the closed error set -------------------------
 
     async def _call_backend(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -74,14 +120,72 @@ class Observation:
         except SessionQueryError:
             raise
         except Exception as exc:  # any backend failure is PERSISTENCE_FAILED
-            detail = str(exc).strip() or type(exc).__name__
+            raise _failed(what, exc) from exc
+
+    def _batcher(
+        self, name: str, what: str, fetch: Callable[[Sequence[K]], Awaitable[dict[K, V]]]
+    ) -> Batcher[K, V]:
+        """The per-observation loader of one batched backend question."""
+        loader = self._batchers.get(name)
+        if loader is None:
+
+            async def guarded(keys: Sequence[K]) -> dict[K, V]:
+                found = await self._call_backend(what, lambda: fetch(keys))
+                if not isinstance(found, dict):
+                    raise SessionQueryError(
+                        ErrorCode.PERSISTENCE_FAILED,
+                        f"persistence backend's {name} returned {type(found).__name__}, not a dict",
+                    )
+                return found
+
+            loader = Batcher(guarded, self._spawn)
+            self._batchers[name] = loader
+        return cast(Batcher[K, V], loader)
+
+    async def _load(self, name: str, what: str, fetch: Any, key: Any) -> Any:
+        return await self._batcher(name, what, fetch).load(key)
+
+    # -- the live side (never touches persistence) -------------------------------------
+
+    def live_session(self, session_id: str) -> LiveSession | None:
+        """The live session of this id, if a live store holds it (SOURCE_CONFLICT if two)."""
+        found = self._live_sessions.get(session_id)
+        if found is not None:
+            return found
+        hits = [s for s in (store.get(session_id) for store in self._stores) if s is not None]
+        if len(hits) > 1:
             raise SessionQueryError(
-                ErrorCode.PERSISTENCE_FAILED,
-                f"persistence backend failed to {what}: {type(exc).__name__}: {detail}",
-            ) from exc
+                ErrorCode.SOURCE_CONFLICT,
+                f"session {session_id!r} is held by {len(hits)} live stores",
+            )
+        if hits:
+            self._live_sessions[session_id] = hits[0]
+            return hits[0]
+        return None
+
+    def live_headers(self) -> dict[str, SessionHeader]:
+        """Every live header by id, listed once per observation."""
+        if self._live_headers is None:
+            out: dict[str, SessionHeader] = {}
+            for store in self._stores:
+                for session in store.list():
+                    if session.id in out:
+                        raise SessionQueryError(
+                            ErrorCode.SOURCE_CONFLICT,
+                            f"session {session.id!r} is held by more than one live store",
+                        )
+                    out[session.id] = session.header
+            self._live_headers = out
+        return self._live_headers
+
+    # -- the persisted side: proofs and headers ----------------------------------------
+
+    @property
+    def has_backend(self) -> bool:
+        return self._backend is not None
 
     async def backend_headers(self) -> dict[str, SessionHeader]:
-        """The backend's headers by id (empty with no backend), listed once."""
+        """The backend's whole listing by id (empty with no backend), made once."""
         return await self._once(("backend-list",), self._list_backend)
 
     async def _list_backend(self) -> dict[str, SessionHeader]:
@@ -91,41 +195,198 @@ class Observation:
         headers = await self._call_backend("list sessions", backend.list)  # type: ignore[attr-defined]
         out: dict[str, SessionHeader] = {}
         for header in headers:
-            if not isinstance(header, SessionHeader):
-                raise SessionQueryError(
-                    ErrorCode.PERSISTENCE_FAILED,
-                    f"persistence backend listed {type(header).__name__}, not a SessionHeader",
-                )
+            _check_header(header)
             seen = out.get(header.id)
             if seen is not None and (diff := seen.conflicts_with(header)):
                 raise _conflict(header.id, "two persisted headers", diff)
             out[header.id] = header
         return out
 
-    # -- live side ---------------------------------------------------------
+    async def stored(self, session_id: str) -> StoredSession | None:
+        """The stored session of this id as the backend has it now (None if not stored).
 
-    def _live_session(self, session_id: str) -> Any:
-        found = [s for s in (store.get(session_id) for store in self._stores) if s is not None]
-        if len(found) > 1:
-            raise SessionQueryError(
-                ErrorCode.SOURCE_CONFLICT,
-                f"session {session_id!r} is held by {len(found)} live stores",
+        Asked once per id: through the stored derivations' row read when the
+        backend has one (header, size and counts in one read), else by id,
+        else from the listing.
+        """
+        if self._backend is None:
+            return None
+        return await self._once(("stored", session_id), lambda: self._read_stored(session_id))
+
+    async def _read_stored(self, session_id: str) -> StoredSession | None:
+        caps = self._caps
+        if ("backend-list",) in self._memo:
+            header = (await self.backend_headers()).get(session_id)
+            if header is None or caps.derived is None:
+                return None if header is None else StoredSession(header, -1)
+        if caps.derived is not None:
+            found = await self._load(
+                "load_sessions", "look up sessions", caps.derived.load_sessions, session_id
             )
-        return found[0] if found else None
+            if found is not None and not isinstance(found, StoredSession):
+                raise SessionQueryError(
+                    ErrorCode.PERSISTENCE_FAILED,
+                    f"persistence backend returned {type(found).__name__}, not a StoredSession",
+                )
+            if found is not None:
+                _check_header(found.header)
+            return found
+        if caps.corpus is not None:
+            header = await self._load(
+                "load_headers", "look up sessions", caps.corpus.load_headers, session_id
+            )
+        else:
+            header = (await self.backend_headers()).get(session_id)
+        if header is None:
+            return None
+        _check_header(header)
+        return StoredSession(header, -1)
 
-    def _live_headers(self) -> dict[str, SessionHeader]:
-        out: dict[str, SessionHeader] = {}
-        for store in self._stores:
-            for session in store.list():
-                if session.id in out:
-                    raise SessionQueryError(
-                        ErrorCode.SOURCE_CONFLICT,
-                        f"session {session.id!r} is held by more than one live store",
-                    )
-                out[session.id] = session.header
-        return out
+    async def persisted_header(self, session_id: str) -> SessionHeader:
+        """Prove a session is in the backend and return its header (SESSION_NOT_FOUND if not)."""
+        if self._backend is None:
+            raise _not_found(session_id, "no live store holds it and no persistence is mounted")
+        stored = await self.stored(session_id)
+        if stored is None:
+            raise _not_found(session_id, "it is in no live store and not in persistence")
+        return stored.header
 
-    # -- the corpus --------------------------------------------------------
+    async def is_persisted(self, session_id: str) -> bool:
+        return await self.stored(session_id) is not None
+
+    # -- one session's log ------------------------------------------------------------
+
+    async def view(self, session_id: str) -> SessionView:
+        """The session's log as of the first time this observation touched it.
+
+        A live session is viewed through its own fold (never touching
+        persistence); a stored one through the stored derivations when they
+        cover its log, else loaded whole and folded off the event loop.
+        """
+        live = self.live_session(session_id)
+        if live is not None:
+            memo = self._memo.get(("view", session_id))
+            if memo is None:
+                memo = asyncio.get_running_loop().create_future()
+                memo.set_result(live.view())
+                self._memo[("view", session_id)] = memo
+            return cast(SessionView, memo.result())
+        return await self._once(("view", session_id), lambda: self._stored_view(session_id))
+
+    async def _stored_view(self, session_id: str) -> SessionView:
+        stored = await self._proved(session_id)
+        if self._caps.derived is not None and stored.counts is not None:
+            return StoredView(self, stored)
+        events = await self.raw_log(session_id)
+        fold = await asyncio.to_thread(fold_surface, events)
+        return FoldedView(stored.header, events, fold, live=False)
+
+    async def _proved(self, session_id: str) -> StoredSession:
+        if self._backend is None:
+            raise _not_found(session_id, "no live store holds it and no persistence is mounted")
+        stored = await self.stored(session_id)
+        if stored is None:
+            raise _not_found(session_id, "it is in no live store and not in persistence")
+        return stored
+
+    async def length(self, session_id: str) -> int:
+        """How many events the session's log has, as this observation sees it."""
+        live = self.live_session(session_id)
+        if live is not None:
+            return (await self.view(session_id)).length
+        stored = await self._proved(session_id)
+        if stored.event_count >= 0:
+            return stored.event_count
+        return len(await self.raw_log(session_id))
+
+    async def window(
+        self, session_id: str, lo: int, hi: int
+    ) -> tuple[SessionHeader, list[SessionEvent]]:
+        """The header and the raw events lo..hi that exist (no fold needed): a live view,
+        a ranged read of the backend when it has one, else the whole log."""
+        live = self.live_session(session_id)
+        if live is not None:
+            view = await self.view(session_id)
+            return view.header, await view.window(lo, hi)
+        stored = await self._proved(session_id)
+        lo = max(lo, 0)
+        if self._caps.derived is not None and stored.event_count >= 0:
+            hi = min(hi, stored.event_count - 1)
+            if lo > hi:
+                return stored.header, []
+            query = EventQuery(session_id, lo, hi, stored.event_count)
+            return stored.header, [r.event for r in await self.read_events(query)]
+        return stored.header, list((await self.raw_log(session_id))[lo : hi + 1])
+
+    async def raw_log(self, session_id: str) -> Sequence[SessionEvent]:
+        """The whole stored log, loaded once (backends without stored derivations)."""
+        return await self._once(("log", session_id), lambda: self._whole_log(session_id))
+
+    async def _whole_log(self, session_id: str) -> Sequence[SessionEvent]:
+        listed = (await self._proved(session_id)).header
+        backend = self._backend
+        assert backend is not None
+        try:
+            loaded = await backend.load(session_id)  # type: ignore[attr-defined]
+        except KeyError:  # removed between the proof and the load
+            raise _not_found(
+                session_id, "it was removed from persistence while being read"
+            ) from None
+        except SessionQueryError:
+            raise
+        except Exception as exc:
+            raise _failed("load sessions", exc) from exc
+        header, events = _unpack(session_id, loaded)
+        if not isinstance(header, SessionHeader):
+            raise SessionQueryError(
+                ErrorCode.PERSISTENCE_FAILED,
+                f"persistence backend loaded {type(header).__name__} for {session_id!r}, "
+                "not a SessionHeader",
+            )
+        if diff := listed.conflicts_with(header):
+            raise _conflict(session_id, "the listed and the loaded persisted header", diff)
+        return events
+
+    # -- stored derivations, batched -----------------------------------------------------
+
+    async def read_events(self, query: EventQuery) -> list[StoredEvent]:
+        derived = self._caps.derived
+        assert derived is not None
+        found = await self._load("read_events", "read events", derived.read_events, query)
+        if found is None:
+            raise _not_found(query.session_id, "it was removed from persistence while being read")
+        return cast(list[StoredEvent], found)
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[StoredEvent]:
+        derived = self._caps.derived
+        assert derived is not None
+        loader = self._batcher("read_events_at", "read events", derived.read_events_at)
+        found = await asyncio.gather(*(loader.load((session_id, s)) for s in seqs))
+        if any(f is None for f in found):
+            raise _not_found(session_id, "its log changed in persistence while being read")
+        return cast(list[StoredEvent], found)
+
+    async def read_surface(self, session_id: str, as_of: int) -> list[StoredEvent]:
+        derived = self._caps.derived
+        assert derived is not None
+        found = await self._load(
+            "read_surfaces", "read the surface", derived.read_surfaces, (session_id, as_of)
+        )
+        if found is None:
+            raise _not_found(session_id, "it was removed from persistence while being read")
+        return cast(list[StoredEvent], found)
+
+    async def read_trace(self, session_id: str, seq: int, as_of: int) -> StoredTrace:
+        derived = self._caps.derived
+        assert derived is not None
+        found = await self._load(
+            "read_traces", "trace an event", derived.read_traces, (session_id, seq, as_of)
+        )
+        if found is None:
+            raise _not_found(session_id, "it was removed from persistence while being read")
+        return cast(StoredTrace, found)
+
+    # -- the corpus ----------------------------------------------------------------------
 
     async def records(self) -> list[SessionRecord]:
         """Every session, newest first (ties by id): the cross-corpus list, made once."""
@@ -133,7 +394,7 @@ class Observation:
 
     async def _make_records(self) -> tuple[SessionRecord, ...]:
         persisted = await self.backend_headers()
-        live = self._live_headers()
+        live = self.live_headers()
         records = []
         for sid, header in live.items():
             stored = persisted.get(sid)
@@ -143,7 +404,7 @@ class Observation:
         for sid, header in persisted.items():
             if sid not in live:
                 records.append(SessionRecord(header, live=False, persisted=True))
-        records.sort(key=_key)
+        records.sort(key=lambda r: corpus_key(r.header))
         return tuple(records)
 
     async def record_map(self) -> dict[str, SessionRecord]:
@@ -152,157 +413,291 @@ class Observation:
     async def _make_record_map(self) -> dict[str, SessionRecord]:
         return {r.header.id: r for r in await self.records()}
 
-    # -- exact reads -------------------------------------------------------
+    @property
+    def pushdown(self) -> bool:
+        """Whether corpus questions go to the backend's indexes (else: one listing)."""
+        return self._backend is None or self._caps.corpus is not None
 
-    def live_log(self, session_id: str) -> SessionLog | None:
-        """The live snapshot of a session, if a live store holds it. Never touches persistence."""
-        key = ("live", session_id)
-        fut = self._memo.get(key)
-        if fut is None:
-            session = self._live_session(session_id)
-            log = None
-            if session is not None:
-                header, events = session.snapshot()
-                log = SessionLog(header, events, live=True)
-            fut = asyncio.get_running_loop().create_future()
-            fut.set_result(log)
-            self._memo[key] = fut
-        result: SessionLog | None = fut.result()
-        return result
+    async def persisted_headers(self, ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """The stored headers of these ids (batched, once per id)."""
+        if self._backend is None or not ids:
+            return {}
+        stored = await asyncio.gather(*(self.stored(i) for i in ids))
+        return {s.header.id: s.header for s in stored if s is not None}
 
-    async def log(self, session_id: str, *, need_data: bool = True) -> SessionLog:
-        """A session's whole log: live snapshot first, else the backend's (proved, checked).
+    async def live_record(self, header: SessionHeader) -> SessionRecord:
+        """The record of a live session that an answer includes: its persisted header
+        is looked up and must agree (SPEC §3a: conflicts exact for what is answered)."""
+        stored = await self.stored(header.id) if self._backend is not None else None
+        if stored is not None and (diff := header.conflicts_with(stored.header)):
+            raise _conflict(header.id, "the live and the persisted header", diff)
+        return SessionRecord(header, live=True, persisted=stored is not None)
 
-        With `need_data=False` the backend's fold-only fast path may serve it.
-        """
-        live = self.live_log(session_id)
+    async def record(self, session_id: str) -> SessionRecord | None:
+        """One session's corpus record, or None when the corpus lacks it."""
+        if not self.pushdown:
+            return (await self.record_map()).get(session_id)
+        live = self.live_headers().get(session_id)
         if live is not None:
-            return live
-        full = self._memo.get(("log", session_id))
-        backend = self._backend
-        has_fold_path = has_method(backend, "load_fold_logs") or has_method(
-            backend, "load_fold_log"
-        )
-        if full is not None or need_data or not has_fold_path:
-            return await self._once(("log", session_id), lambda: self._load(session_id, True))
-        return await self._once(("fold-log", session_id), lambda: self._load(session_id, False))
+            return await self.live_record(live)
+        stored = await self.stored(session_id)
+        return None if stored is None else SessionRecord(stored.header, False, True)
 
-    def _batcher(self, batch: str, single: str, what: str) -> Batcher[Any, Any] | None:
-        """The per-observation loader for one backend call, batched when the backend can."""
-        if batch in self._batchers:
-            return self._batchers[batch]
-        backend = self._backend
-        fetch: Callable[[Sequence[Any]], Awaitable[dict[Any, Any]]]
-        if has_method(backend, batch):
-            fetch = getattr(backend, batch)
-        elif has_method(backend, single):
-            one = getattr(backend, single)
-            fetch = gather_singles(lambda key: one(*key) if isinstance(key, tuple) else one(key))
-        else:
-            self._batchers[batch] = None
-            return None
+    async def _records_of(self, headers: Sequence[SessionHeader]) -> list[SessionRecord]:
+        live = self.live_headers()
+        out = []
+        for header in headers:
+            if header.id in live:
+                out.append(await self.live_record(live[header.id]))
+            else:
+                out.append(SessionRecord(header, live=False, persisted=True))
+        return out
 
-        async def guarded(keys: Sequence[Any]) -> dict[Any, Any]:
-            found = await self._call_backend(what, lambda: fetch(keys))
-            if not isinstance(found, dict):
-                raise SessionQueryError(
-                    ErrorCode.PERSISTENCE_FAILED,
-                    f"persistence backend's {batch} returned {type(found).__name__}, not a dict",
-                )
-            return found
+    async def sessions_page(self, after: SessionKey | None, first: int) -> SessionsPage:
+        """`first` records after the key `after`, in corpus order, and the corpus size.
 
-        loader: Batcher[Any, Any] = Batcher(guarded)
-        self._batchers[batch] = loader
-        return loader
-
-    async def persisted_header(self, session_id: str) -> SessionHeader:
-        """Prove a session is in the backend and return its listed header (once per id).
-
-        Uses this observation's listing when it has one; otherwise a by-id
-        lookup when the backend offers one (same answer, without listing
-        every session), else the listing.
+        With a backend that pages by index: its keyset page merged with the live
+        overlay (live ids it also holds are skipped in its page and counted once).
         """
-        if self._backend is None:
-            raise _not_found(session_id, "no live store holds it and no persistence is mounted")
-        return await self._once(("header", session_id), lambda: self._prove(session_id))
-
-    async def _prove(self, session_id: str) -> SessionHeader:
-        lookup = None
-        if ("backend-list",) not in self._memo:
-            lookup = self._batcher("load_headers", "load_header", "look up sessions")
-        if lookup is not None:
-            header = await lookup.load(session_id)
-        else:
-            header = (await self.backend_headers()).get(session_id)
-        if header is None:
-            raise _not_found(session_id, "it is in no live store and not in persistence")
-        if not isinstance(header, SessionHeader):
-            raise SessionQueryError(
-                ErrorCode.PERSISTENCE_FAILED,
-                f"persistence backend returned {type(header).__name__}, not a SessionHeader",
+        corpus = self._caps.corpus
+        if self._backend is not None and corpus is None:
+            records = await self.records()
+            keys = [corpus_key(r.header) for r in records]
+            start = 0 if after is None else bisect_right(keys, after)
+            stop = min(start + first, len(records))
+            return SessionsPage(records[start:stop], stop < len(records), start > 0, len(records))
+        live = self.live_headers()
+        stored_live = await self.persisted_headers(list(live))
+        persisted_count = 0
+        page_rows: list[SessionHeader] = []
+        if corpus is not None:
+            persisted_count, page_rows = await asyncio.gather(
+                self._call_backend("count sessions", corpus.count_sessions),
+                self._call_backend(
+                    "page sessions",
+                    lambda: corpus.headers_page(
+                        None if after is None else (-after[0], after[1]),
+                        first + 1 + len(stored_live),
+                    ),
+                ),
             )
-        return header
+        total = persisted_count + sum(1 for sid in live if sid not in stored_live)
+        merged = [h for h in page_rows if h.id not in live]
+        merged.extend(h for h in live.values() if after is None or corpus_key(h) > after)
+        merged.sort(key=corpus_key)
+        chosen = merged[:first]
+        records = await self._records_of(chosen)
+        return SessionsPage(records, len(merged) > first, after is not None, total)
 
-    async def _load(self, session_id: str, full: bool) -> SessionLog:
-        listed = await self.persisted_header(session_id)
-        if full:
-            loader = self._batcher("load_logs", "load", "load sessions")
+    async def children(self, session_id: str) -> list[SessionRecord]:
+        """The sessions forked from this one, by createdAt then id."""
+        if not self.pushdown:
+            return list((await self.children_index()).get(session_id, ()))
+        corpus = self._caps.corpus
+        found: list[SessionHeader] = []
+        if corpus is not None:
+            stored = await self._load(
+                "load_children", "list children", corpus.load_children, session_id
+            )
+            found.extend(stored or ())
+        live = self.live_headers()
+        merged = {h.id: h for h in found if h.id not in live}
+        merged.update((sid, h) for sid, h in live.items() if h.parent_session == session_id)
+        ordered = sorted(merged.values(), key=lambda h: (h.created_at, h.id))
+        return await self._records_of(ordered)
+
+    async def children_index(self) -> dict[str, list[SessionRecord]]:
+        """parent id -> children over the whole listing (backends without pushdown)."""
+
+        async def make() -> dict[str, list[SessionRecord]]:
+            return children_index(await self.record_map())
+
+        return await self._once(("children-index",), make)
+
+    async def lineage_records(self, session_id: str) -> dict[str, SessionRecord]:
+        """The records a lineage of `session_id` needs: its ancestor chain (up to the
+        first missing parent or a revisit) and every descendant, over both sources."""
+        if not self.pushdown:
+            return await self.record_map()
+        return await self._once(("lineage", session_id), lambda: self._lineage(session_id))
+
+    async def _reach(
+        self,
+        name: str,
+        fetch: Callable[[Sequence[str]], Awaitable[dict[str, SessionHeader]]],
+        seed: str,
+    ) -> dict[str, SessionHeader]:
+        """What one lineage walk reaches from `seed`; walks asked in the same loop turn
+        share one backend call (each seed gets the union, which callers filter)."""
+
+        async def shared(seeds: Sequence[str]) -> dict[str, dict[str, SessionHeader]]:
+            union = await fetch(seeds)
+            return dict.fromkeys(seeds, union)
+
+        found = await self._load(name, "trace lineage", shared, seed)
+        return cast(dict[str, SessionHeader], found or {})
+
+    async def _lineage(self, session_id: str) -> dict[str, SessionRecord]:
+        corpus = self._caps.corpus
+        live = self.live_headers()
+        headers: dict[str, SessionHeader] = {}
+        target = await self.record(session_id)
+        if target is None:
+            raise _not_found(session_id, "it is not in the corpus")
+        headers[session_id] = target.header
+        # up: follow parent links, asking the backend for whole stored chains at once
+        stored_up: dict[str, SessionHeader] = {}
+        node = target.header.parent_session
+        while node is not None and node not in headers:
+            if node in live:
+                headers[node] = live[node]
+            else:
+                if node not in stored_up and corpus is not None:
+                    stored_up.update(await self._reach("load_ancestry", corpus.load_ancestry, node))
+                if node not in stored_up:
+                    break
+                headers[node] = stored_up[node]
+            node = headers[node].parent_session
+        # down: stored descendants by the backend, live ones by the overlay, until closed
+        seeded: set[str] = set()
+        frontier = [session_id]
+        down: dict[str, SessionHeader] = {}
+        while frontier:
+            seeded.update(frontier)
+            if corpus is not None:
+                parts = await asyncio.gather(
+                    *(self._reach("load_descendancy", corpus.load_descendancy, f) for f in frontier)
+                )
+                for part in parts:
+                    down.update(part)
+            for sid, header in live.items():
+                down.setdefault(sid, header)
+            reached = _reachable(session_id, {**down, **live}, headers)
+            frontier = [sid for sid in reached if sid in live and sid not in seeded]
+        for sid in _reachable(session_id, {**down, **live}, headers):
+            headers.setdefault(sid, live.get(sid) or down[sid])
+        records = await self._records_of([live.get(sid, h) for sid, h in headers.items()])
+        return {r.header.id: r for r in records}
+
+
+class StoredView(SessionView):
+    """A stored session answered from the backend's stored derivations, by index."""
+
+    live = False
+
+    def __init__(self, obs: Observation, stored: StoredSession) -> None:
+        assert stored.counts is not None
+        self.header = stored.header
+        self.length = stored.event_count
+        self._counts = stored.counts
+        self._obs = obs
+
+    def _classify(self, row: StoredEvent) -> Classified:
+        code = row.surface
+        if code == SHADOWED and (row.replaced_by is None or row.replaced_by >= self.length):
+            code = CURRENT
+        return Classified(row.event, SURFACE_BY_CODE[code])
+
+    def _query(self, lo: int, hi: int, **kw: Any) -> EventQuery:
+        return EventQuery(self.session_id, lo, hi, self.length, **kw)
+
+    async def page(
+        self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
+    ) -> EventPage:
+        n = self.length
+        start = page_start(after_seq, n)
+        codes = None if wanted is None else codes_of(wanted)
+        rows_task = self._obs.read_events(
+            self._query(start, n - 1, surfaces=codes, limit=first + 1)
+        )
+        if codes is None:
+            rows = await rows_task if first + 1 > 0 and start < n else []
+            has_previous, total = start > 0, n
         else:
-            loader = self._batcher("load_fold_logs", "load_fold_log", "load sessions")
-        assert loader is not None  # `load` is required of every backend
-        loaded = await loader.load(session_id)
-        if loaded is None:
-            raise _not_found(session_id, "it was removed from persistence while being read")
-        header, events = _unpack(session_id, loaded)
-        _check_loaded(session_id, listed, header)
-        return SessionLog(header, events, live=False, complete_data=full)
+            before = (
+                self._obs.read_events(self._query(0, start - 1, surfaces=codes, limit=1))
+                if start > 0
+                else _ready([])
+            )
+            rows, earlier = await asyncio.gather(rows_task, before)
+            has_previous = bool(earlier)
+            total = sum(self._counts[c] for c in codes)
+        items = [self._classify(r) for r in rows[:first]]
+        return EventPage(items, len(rows) > first, has_previous, total)
 
-    async def window(
-        self, session_id: str, start: int, end: int
-    ) -> tuple[SessionHeader, Sequence[SessionEvent]]:
-        """The header and the events with start <= seq <= end that exist, ascending.
+    async def events_at(self, seqs: Sequence[int]) -> list[Classified]:
+        rows = await self._obs.read_events_at(self.session_id, seqs)
+        return [self._classify(r) for r in rows]
 
-        Served from what this observation already holds, else by the backend's
-        ranged read when it has one, so a window never loads a long log.
-        """
-        loaded = self.live_log(session_id) or self._loaded_full(session_id)
-        ranged = None
-        if loaded is None:
-            ranged = self._batcher("load_windows", "load_window", "read a window")
-            if ranged is None:
-                loaded = await self.log(session_id)
-        if loaded is not None:
-            return loaded.header, loaded.events[start : end + 1]
-        assert ranged is not None
-        loader = ranged
+    async def window(self, lo: int, hi: int) -> list[SessionEvent]:
+        lo, hi = max(lo, 0), min(hi, self.length - 1)
+        if lo > hi:
+            return []
+        return [r.event for r in await self._obs.read_events(self._query(lo, hi))]
 
-        async def read() -> tuple[SessionHeader, tuple[SessionEvent, ...]]:
-            listed = await self.persisted_header(session_id)
-            found = await loader.load((session_id, start, end))
-            if found is None:
-                raise _not_found(session_id, "it was removed from persistence while being read")
-            header, events = _unpack(session_id, found)
-            _check_loaded(session_id, listed, header)
-            return header, events
+    async def surface(self) -> list[Classified]:
+        rows = await self._obs.read_surface(self.session_id, self.length)
+        return [Classified(r.event, EventSurface.CURRENT) for r in rows]
 
-        return await self._once(("window", session_id, start, end), read)
+    async def relations(self, seq: int) -> Relations:
+        trace = await self._obs.read_trace(self.session_id, seq, self.length)
+        return Relations(list(trace.replacement_chain), list(trace.replaced), list(trace.derived))
 
-    def _loaded_full(self, session_id: str) -> SessionLog | None:
-        fut = self._memo.get(("log", session_id))
-        if fut is not None and fut.done() and fut.exception() is None:
-            loaded: SessionLog = fut.result()
-            return loaded
-        return None
+    async def classes(self) -> list[Classified]:
+        if self.length == 0:
+            return []
+        rows = await self._obs.read_events(self._query(0, self.length - 1, with_data=False))
+        return [self._classify(r) for r in rows]
 
-    async def fold(self, session_id: str) -> tuple[SessionLog, FoldResult]:
-        """A session's log and its fold, each made once."""
-        log = await self.log(session_id, need_data=False)
 
-        async def make() -> FoldResult:
-            with gc_paused():
-                return fold_surface(log.events)
+def _reachable(
+    root: str, pool: dict[str, SessionHeader], fixed: dict[str, SessionHeader]
+) -> list[str]:
+    """Ids below `root` through child links among `pool` (ids in `fixed` use that header)."""
+    index: dict[str, list[str]] = {}
+    for sid, header in pool.items():
+        parent = (fixed.get(sid) or header).parent_session
+        if parent is not None:
+            index.setdefault(parent, []).append(sid)
+    out: list[str] = []
+    seen = {root}
+    stack = [root]
+    while stack:
+        for child in index.get(stack.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
 
-        return log, await self._once(("fold", session_id), make)
+
+async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+async def _ready(value: T) -> T:
+    return value
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _check_header(header: object) -> None:
+    if not isinstance(header, SessionHeader):
+        raise SessionQueryError(
+            ErrorCode.PERSISTENCE_FAILED,
+            f"persistence backend returned {type(header).__name__}, not a SessionHeader",
+        )
+
+
+def _failed(what: str, exc: Exception) -> SessionQueryError:
+    detail = str(exc).strip() or type(exc).__name__
+    return SessionQueryError(
+        ErrorCode.PERSISTENCE_FAILED,
+        f"persistence backend failed to {what}: {type(exc).__name__}: {detail}",
+    )
 
 
 def _not_found(session_id: str, why: str) -> SessionQueryError:
@@ -327,14 +722,3 @@ def _unpack(session_id: str, loaded: Any) -> tuple[Any, tuple[SessionEvent, ...]
             ErrorCode.PERSISTENCE_FAILED,
             f"persistence backend returned a malformed log for {session_id!r}: {exc}",
         ) from exc
-
-
-def _check_loaded(session_id: str, listed: SessionHeader, loaded: object) -> None:
-    if not isinstance(loaded, SessionHeader):
-        raise SessionQueryError(
-            ErrorCode.PERSISTENCE_FAILED,
-            f"persistence backend loaded {type(loaded).__name__} for {session_id!r}, "
-            "not a SessionHeader",
-        )
-    if diff := listed.conflicts_with(loaded):
-        raise _conflict(session_id, "the listed and the loaded persisted header", diff)

@@ -6,19 +6,20 @@ Each call observes the live stores and the mounted backend afresh; use
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
-from .backend import has_method
+from .backend import is_backend
 from .errors import ErrorCode, SessionQueryError
-from .fold import iter_citations
-from .gcpause import gc_paused
-from .lineage import children_index, trace_lineage
+from .lineage import trace_lineage
 from .observation import Observation
 from .results import EventRecord, EventTrace, ReadWindow, SessionRecord, SessionTrace
 from .store import SessionStore
 
 DEFAULT_READ_WINDOW_MAX = 50
+T = TypeVar("T")
 
 
 def _is_int(value: object) -> bool:
@@ -79,8 +80,8 @@ class SessionQuery:
 
     def mount_persistence(self, backend: object) -> None:
         """Mount (or replace) the persistence backend."""
-        missing = [m for m in ("list", "load") if not has_method(backend, m)]
-        if missing:
+        missing = [m for m in ("list", "load") if not callable(getattr(backend, m, None))]
+        if missing or not is_backend(backend):
             raise SessionQueryError(
                 ErrorCode.INVALID_CONFIG,
                 f"a persistence backend needs async list() and load(); "
@@ -107,23 +108,31 @@ class SessionQuery:
 
     # -- operations --------------------------------------------------------
 
+    async def _run(self, op: Callable[[Observation], Awaitable[T]]) -> T:
+        """Run one operation over a fresh observation; cancel its leftovers after."""
+        obs = self.observe()
+        try:
+            return await op(obs)
+        finally:
+            obs.close()
+
     async def list_sessions(self) -> list[SessionRecord]:
-        return await list_sessions(self.observe())
+        return await self._run(list_sessions)
 
     async def list_events(self, session_id: str) -> list[EventRecord]:
-        return await list_events(self.observe(), session_id)
+        return await self._run(lambda obs: list_events(obs, session_id))
 
     async def read_event(
         self, session_id: str, seq: int, before: int = 0, after: int = 0
     ) -> ReadWindow:
         limit = self.read_window_max
-        return await read_event(self.observe(), session_id, seq, before, after, limit)
+        return await self._run(lambda obs: read_event(obs, session_id, seq, before, after, limit))
 
     async def trace_session(self, session_id: str) -> SessionTrace:
-        return await trace_session(self.observe(), session_id)
+        return await self._run(lambda obs: trace_session(obs, session_id))
 
     async def trace_event(self, session_id: str, seq: int) -> EventTrace:
-        return await trace_event(self.observe(), session_id, seq)
+        return await self._run(lambda obs: trace_event(obs, session_id, seq))
 
 
 # The operations over a given observation: what `SessionQuery` runs per call, and
@@ -137,13 +146,8 @@ async def list_sessions(obs: Observation) -> list[SessionRecord]:
 
 async def list_events(obs: Observation, session_id: str) -> list[EventRecord]:
     """Every raw event of a session by seq, with its surface classification."""
-    with gc_paused():  # one pause across load, fold and records: no heap walks between
-        log, fold = await obs.fold(session_id)
-        classes = fold.classes()
-        return [
-            EventRecord(session_id, e.seq, e.type, e.time, cls)
-            for e, cls in zip(log.events, classes, strict=True)
-        ]
+    view = await obs.view(session_id)
+    return [EventRecord(session_id, e.seq, e.type, e.time, cls) for e, cls in await view.classes()]
 
 
 def check_window(before: object, after: object, limit: int) -> None:
@@ -166,7 +170,7 @@ def _event_not_found(session_id: str, seq: object, size: int | None = None) -> S
 async def read_event(
     obs: Observation, session_id: str, seq: int, before: int, after: int, limit: int
 ) -> ReadWindow:
-    """The target event and its raw neighbours, clipped to the log."""
+    """The target event and its raw neighbours, clipped to the log (no fold needed)."""
     check_window(before, after, limit)
     if not _is_int(seq) or seq < 0:
         raise _event_not_found(session_id, seq)
@@ -185,30 +189,27 @@ async def read_event(
 
 
 async def trace_session(obs: Observation, session_id: str) -> SessionTrace:
-    """Lineage of one session from one corpus listing."""
-    records = await obs.record_map()
-    return trace_lineage(records, session_id, children_index(records))
+    """Lineage of one session: its ancestors and descendants over both sources."""
+    records = await obs.lineage_records(session_id)
+    return trace_lineage(records, session_id)
 
 
 async def trace_event(obs: Observation, session_id: str, seq: int) -> EventTrace:
     """How one event replaces and cites others, and is replaced and cited."""
-    log = await obs.log(session_id, need_data=False)
-    if not _is_int(seq) or not 0 <= seq < len(log.events):
-        raise _event_not_found(session_id, seq, len(log.events))
-    log, fold = await obs.fold(session_id)
-    chain = fold.replacement_chain(seq)
-    own = fold.replacement(seq)
-    event = log.events[seq]
-    if not log.complete_data:
-        _, window = await obs.window(session_id, seq, seq)
-        event = window[0]
+    size = await obs.length(session_id)
+    if not _is_int(seq) or not 0 <= seq < size:
+        raise _event_not_found(session_id, seq, size)
+    view = await obs.view(session_id)
+    (item,), relations = await asyncio.gather(view.events_at([seq]), view.relations(seq))
+    event = item.event
     sources = event.source_event_seqs
+    chain = relations.replacement_chain
     return EventTrace(
-        target=EventRecord(session_id, seq, event.type, event.time, fold.surface_of(seq)),
+        target=EventRecord(session_id, seq, event.type, event.time, item.surface),
         event=event.detached(),
         replaced_by=chain[0] if chain else None,
         replacement_chain=chain,
-        replaced_event_seqs=list(own.shadowed) if own else [],
+        replaced_event_seqs=relations.replaced,
         source_event_seqs=list(sources) if sources else [],
-        derived_event_seqs=iter_citations(log.events, seq),
+        derived_event_seqs=relations.derived,
     )

@@ -17,6 +17,7 @@ from typing import Any
 from .fold import SurfaceFold
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
+from .views import LiveView
 
 
 def now_ms() -> int:
@@ -27,16 +28,31 @@ def now_ms() -> int:
 class LiveSession:
     """One live session: an immutable header and an append-only, always-valid log."""
 
-    __slots__ = ("_events", "_fold", "_lock", "header")
+    __slots__ = ("_cited_by", "_events", "_fold", "_lock", "header")
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
         self.header = header
         self._lock = threading.Lock()
         self._events: list[SessionEvent] = []
         self._fold = SurfaceFold(self._events.__getitem__)
+        # who cites whom, kept as appends go: seq -> citing seqs in log order
+        self._cited_by: dict[int, list[int]] = {}
         for event in seed:  # a seed that breaks a rule raises here: no session is made
-            self._fold.apply(event)
-            self._events.append(event)
+            self._commit(event)
+
+    def _commit(self, event: SessionEvent) -> None:
+        """Validate and record one event (the caller holds the lock, or owns the session)."""
+        self._fold.apply(event)
+        self._events.append(event)
+        sources = event.source_event_seqs
+        if sources:
+            cited_by = self._cited_by
+            for source in sources:
+                cited = cited_by.get(source)
+                if cited is None:
+                    cited_by[source] = [event.seq]
+                else:
+                    cited.append(event.seq)
 
     @property
     def id(self) -> str:
@@ -80,8 +96,7 @@ class LiveSession:
                 source_event_seqs=sources,
                 ignorable=bool(ignorable),
             )
-            self._fold.apply(event)
-            self._events.append(event)
+            self._commit(event)
         return event.detached()
 
     def snapshot(self) -> tuple[SessionHeader, tuple[SessionEvent, ...]]:
@@ -96,6 +111,19 @@ class LiveSession:
     def events(self) -> list[SessionEvent]:
         """A detached copy of the whole log."""
         return [e.detached() for e in self.snapshot()[1]]
+
+    def view(self) -> LiveView:
+        """The session as of now, without copying the log: the answers of the view
+        stay those of this moment while appends go on (see `LiveView`)."""
+        with self._lock:
+            return LiveView(self, len(self._events))
+
+    def locked_state(
+        self,
+    ) -> tuple[threading.Lock, list[SessionEvent], SurfaceFold, dict[int, list[int]]]:
+        """The lock, log, fold and citation index, for `LiveView` (hold the lock to read
+        the fold and the index; events below a view's length never change)."""
+        return self._lock, self._events, self._fold, self._cited_by
 
 
 class SessionStore:

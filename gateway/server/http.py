@@ -37,6 +37,7 @@ from strawberry.types.graphql import OperationType
 
 from gateway.observability.metrics import GatewayMetrics
 
+from .context import Context
 from .errors import (
     BAD_REQUEST,
     METHOD_NOT_ALLOWED,
@@ -161,7 +162,7 @@ class GraphQLHTTP:
     def __init__(
         self,
         schema: strawberry.Schema,
-        make_context: Callable[[Request], object],
+        make_context: Callable[[Request], Context],
         *,
         operation_timeout: float,
         graphiql_page: Callable[[Request], str] | None,
@@ -245,6 +246,7 @@ class GraphQLHTTP:
         extensions: Any,
         allowed: tuple[OperationType, ...],
     ) -> Response:
+        context = None
         try:
             context = self.make_context(request)
             result = await asyncio.wait_for(
@@ -290,6 +292,9 @@ class GraphQLHTTP:
             )
         except Exception as exc:  # a bug: never a traceback to the client
             return self._error(500, media, masked_error(exc, "executing an operation"), method)
+        finally:
+            if context is not None:
+                context.close()  # a timed-out operation leaves no backend work running
         payload: dict[str, Any] = {}
         request_error = _is_request_error(result)
         if not request_error:

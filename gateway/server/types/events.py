@@ -1,9 +1,9 @@
 """Event types: `Event`, `SurfaceOp`, `EventConnection`, `ReadWindow`, `EventTrace`.
 
-An `Event` wraps one raw `SessionEvent` of a session's log. Plain attributes
-are set when it is built; `data` and `surface` are answered at once when the
-request already holds them, else through the request's loaders; relationship
-fields read the session's fold, which the request makes at most once.
+An `Event` wraps one raw `SessionEvent` of a session's log and, when the
+request already knows it, its classification. Relationship fields ask the
+session's view (`gateway.core.views`), which the request makes once per
+session and whose backend reads are batched across the whole request.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
 
+from gateway.core import Classified, EventPage, SessionEvent, SessionView
 from gateway.core import EventSurface as CoreEventSurface
-from gateway.core import FoldResult, SessionEvent, SessionLog
 from gateway.core import results as core
-from gateway.core.fold import iter_citations
 from gateway.core.query import trace_event
 
 from ..context import Context
-from .pagination import PageInfo, keyset_slice
+from .pagination import PageInfo
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
 
 if TYPE_CHECKING:
@@ -74,14 +73,11 @@ class Event:
     time: EpochMillis = strawberry.field(description="When it was recorded (epoch ms).")
     ignorable: bool = strawberry.field(description="Recorded as ignorable by its producer.")
     raw: strawberry.Private[SessionEvent]
-    complete: strawberry.Private[bool]
     klass: strawberry.Private[CoreEventSurface | None]
 
     @resolver("The recorded payload, exactly as stored (any JSON value).")
-    def data(self, info: Info) -> JSON:
-        if self.complete:
-            return cast(JSON, self.raw.data)
-        return cast(JSON, info.context.data_of(self.session_id, self.seq))
+    def data(self) -> JSON:
+        return cast(JSON, self.raw.data)
 
     @resolver("How it changes the surface (surface events only; null on log-only events).")
     def surface_op(self) -> SurfaceOp | None:
@@ -115,44 +111,39 @@ class Event:
 
     @resolver("The event that removed it from the surface (if SHADOWED).")
     async def replaced_by(self, info: Info) -> Event | None:
-        log, fold = await info.context.fold(self.session_id)
-        replacer = fold.replaced_by(self.seq)
-        return None if replacer is None else Event.of(log, replacer, fold.surface_of(replacer))
+        view = await info.context.view(self.session_id)
+        chain = (await view.relations(self.seq)).replacement_chain
+        found = await events_of(view, chain[:1])
+        return found[0] if found else None
 
     @resolver("Its replacers, from the immediate one to the last (the one still current).")
     async def replacement_chain(self, info: Info) -> list[Event]:
-        log, fold = await info.context.fold(self.session_id)
-        return [Event.of(log, r, fold.surface_of(r)) for r in fold.replacement_chain(self.seq)]
+        view = await info.context.view(self.session_id)
+        return await events_of(view, (await view.relations(self.seq)).replacement_chain)
 
     @resolver("The surface nodes this event itself removed, in surface order.")
     async def replaced_events(self, info: Info) -> list[Event]:
-        log, fold = await info.context.fold(self.session_id)
-        own = fold.replacement(self.seq)
-        shadowed = own.shadowed if own is not None else ()
-        return [Event.of(log, seq, fold.surface_of(seq)) for seq in shadowed]
+        view = await info.context.view(self.session_id)
+        return await events_of(view, (await view.relations(self.seq)).replaced)
 
     @resolver("The events it cites directly, in recorded order.")
     async def sources(self, info: Info) -> list[Event]:
-        seqs = _sources(self.raw) or []
-        log, fold = await info.context.fold(self.session_id)
-        return [Event.of(log, seq, fold.surface_of(seq)) for seq in seqs]
+        view = await info.context.view(self.session_id)
+        return await events_of(view, _sources(self.raw) or [])
 
     @resolver("Later events that cite this one directly, in log order.")
     async def derived(self, info: Info) -> list[Event]:
-        log, fold = await info.context.fold(self.session_id)
-        seqs = iter_citations(log.events, self.seq)
-        return [Event.of(log, seq, fold.surface_of(seq)) for seq in seqs]
+        view = await info.context.view(self.session_id)
+        return await events_of(view, (await view.relations(self.seq)).derived)
 
     # -- construction ------------------------------------------------------------
 
     @classmethod
-    def of(cls, log: SessionLog, seq: int, klass: CoreEventSurface | None) -> Event:
-        return cls.wrap(log.header.id, log.events[seq], log.complete_data, klass)
+    def of(cls, session_id: str, item: Classified) -> Event:
+        return cls.wrap(session_id, item.event, item.surface)
 
     @classmethod
-    def wrap(
-        cls, session_id: str, raw: SessionEvent, complete: bool, klass: CoreEventSurface | None
-    ) -> Event:
+    def wrap(cls, session_id: str, raw: SessionEvent, klass: CoreEventSurface | None) -> Event:
         return cls(
             session_id=strawberry.ID(session_id),
             seq=raw.seq,
@@ -160,14 +151,22 @@ class Event:
             time=EpochMillis(raw.time),
             ignorable=raw.ignorable,
             raw=raw,
-            complete=complete,
             klass=klass,
         )
 
 
+async def events_of(view: SessionView, seqs: Sequence[int]) -> list[Event]:
+    """These events of a view, classified, in the order given."""
+    if not seqs:
+        return []
+    sid = view.session_id
+    return [Event.of(sid, item) for item in await view.events_at(seqs)]
+
+
 async def _surface_of_async(ctx: Context, session_id: str, seq: int) -> EventSurface:
-    _, fold = await ctx.fold(session_id)
-    return TO_GRAPHQL_SURFACE[fold.surface_of(seq)]
+    view = await ctx.view(session_id)
+    (item,) = await view.events_at([seq])
+    return TO_GRAPHQL_SURFACE[item.surface]
 
 
 def _surface_of(ctx: Context, session_id: str, seq: int) -> Awaitable[EventSurface]:
@@ -214,8 +213,8 @@ class ReadWindow:
         sid = window.session.id
         return cls(
             session=SessionHeader.of(window.session),
-            target=Event.wrap(sid, window.target, True, None),
-            events=[Event.wrap(sid, e, True, None) for e in window.events],
+            target=Event.wrap(sid, window.target, None),
+            events=[Event.wrap(sid, e, None) for e in window.events],
             start_seq=window.start_seq,
             end_seq=window.end_seq,
         )
@@ -249,7 +248,7 @@ class EventTrace:
     def of(cls, trace: core.EventTrace) -> EventTrace:
         target = trace.target
         return cls(
-            target=Event.wrap(target.session_id, trace.event, True, target.surface),
+            target=Event.wrap(target.session_id, trace.event, target.surface),
             replaced_by=trace.replaced_by,
             replacement_chain=trace.replacement_chain,
             replaced_event_seqs=trace.replaced_event_seqs,
@@ -258,45 +257,19 @@ class EventTrace:
         )
 
 
-def event_connection(
-    ctx: Context,
-    log: SessionLog,
-    fold: FoldResult,
-    wanted: frozenset[CoreEventSurface] | None,
-    first: int,
-    after_seq: int | None,
-) -> EventConnection:
-    """The page of `log` after `after_seq`, keeping only events classified as `wanted`."""
-    sid = log.header.id
-    events = log.events
-    if wanted is None:
-        start = 0 if after_seq is None else max(0, after_seq + 1)
-        start = min(start, len(events))
-        stop = min(start + first, len(events))
-        page_seqs: Sequence[int] = range(start, stop)
-        has_next = stop < len(events)
-        has_previous = start > 0
-        total = len(events)
-    else:
-        matching = [seq for seq, cls in enumerate(fold.classes()) if cls in wanted]
-        start, stop = keyset_slice(matching, after_seq, first)
-        page_seqs = matching[start:stop]
-        has_next = stop < len(matching)
-        has_previous = start > 0
-        total = len(matching)
-    complete = log.complete_data
+def event_connection(ctx: Context, session_id: str, page: EventPage) -> EventConnection:
+    """A page of a session's events as a Relay connection."""
     cursors = ctx.cursors
-    surface_of = fold.surface_of
-    nodes = [Event.wrap(sid, events[seq], complete, surface_of(seq)) for seq in page_seqs]
-    edges = [EventEdge(cursor=cursors.event(sid, node.seq), node=node) for node in nodes]
+    nodes = [Event.of(session_id, item) for item in page.items]
+    edges = [EventEdge(cursor=cursors.event(session_id, node.seq), node=node) for node in nodes]
     return EventConnection(
         edges=edges,
         nodes=nodes,
         page_info=PageInfo(
-            has_next_page=has_next,
-            has_previous_page=has_previous,
+            has_next_page=page.has_next,
+            has_previous_page=page.has_previous,
             start_cursor=edges[0].cursor if edges else None,
             end_cursor=edges[-1].cursor if edges else None,
         ),
-        total_count=total,
+        total_count=page.total,
     )

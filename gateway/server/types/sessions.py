@@ -1,8 +1,8 @@
 """Session types: `SessionHeader`, `Session`, `SessionConnection`.
 
 A `Session` wraps a `SessionRef` (header, live, persisted). Every field is
-answered from the request's observation: the corpus listing (made once) for
-`parent`, `children` and `lineage`, the session's log and fold (made once) for
+answered from the request's observation: indexed corpus questions for
+`parent`, `children` and `lineage`, the session's view (made once) for
 `events`, `surface` and `event`, and `read_event` for `window`.
 """
 
@@ -15,13 +15,12 @@ import strawberry
 from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import SessionHeader as CoreHeader
 from gateway.core import SessionRecord
-from gateway.core.lineage import trace_lineage
-from gateway.core.query import read_event
+from gateway.core.query import read_event, trace_session
 
 from ..context import Context, SessionRef
 from .events import Event, EventConnection, ReadWindow, event_connection
 from .lineage import SessionTrace
-from .pagination import PageInfo, given, keyset_slice, page_size
+from .pagination import PageInfo, given, page_size
 from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
 
 Info = strawberry.Info[Context, None]
@@ -80,8 +79,9 @@ async def events_page(
     size = page_size(first)
     after = given(after)
     after_seq = None if after is None else ctx.cursors.decode_event(after, session_id)
-    log, fold = await ctx.fold(session_id)
-    return event_connection(ctx, log, fold, _wanted(given(surface)), size, after_seq)
+    view = await ctx.view(session_id)
+    page = await view.page(after_seq, size, _wanted(given(surface)))
+    return event_connection(ctx, session_id, page)
 
 
 @strawberry.type(
@@ -112,7 +112,7 @@ class Session:
         known = self.ref.persisted
         if known is not None:
             return known
-        return cast(bool, info.context.is_persisted(self.ref.header.id))
+        return cast(bool, info.context.obs.is_persisted(self.ref.header.id))
 
     @resolver(
         "The session it was forked from; null when it has none or the parent is not "
@@ -122,22 +122,20 @@ class Session:
         parent_id = self.ref.header.parent_session
         if parent_id is None:
             return None
-        record = (await info.context.record_map()).get(parent_id)
+        record = await info.context.obs.record(parent_id)
         return None if record is None else Session.of_record(record)
 
     @resolver("Sessions forked from it, ordered by createdAt then id.")
     async def children(self, info: Info) -> list[Session]:
-        children = await info.context.children()
-        return [Session.of_record(r) for r in children.get(self.ref.header.id, ())]
+        children = await info.context.obs.children(self.ref.header.id)
+        return [Session.of_record(r) for r in children]
 
     @resolver(
         "Its lineage: ancestors, the full descendant tree, root, and a flat graph "
         "(prefer `graph` for deep trees: the nested tree is limited by query depth)."
     )
     async def lineage(self, info: Info) -> SessionTrace:
-        ctx = info.context
-        records = await ctx.record_map()
-        return SessionTrace.of(trace_lineage(records, self.ref.header.id, await ctx.children()))
+        return SessionTrace.of(await trace_session(info.context.obs, self.ref.header.id))
 
     @resolver(
         "Its raw events in seq order, optionally only those whose classification is in "
@@ -155,8 +153,9 @@ class Session:
 
     @resolver("The current surface: what the model sees, in its order.")
     async def surface(self, info: Info) -> list[Event]:
-        log, fold = await info.context.fold(self.ref.header.id)
-        return [Event.of(log, seq, fold.surface_of(seq)) for seq in fold.nodes]
+        sid = self.ref.header.id
+        view = await info.context.view(sid)
+        return [Event.of(sid, item) for item in await view.surface()]
 
     @resolver("One event by seq (null plus an error when there is none).")
     async def event(self, info: Info, seq: int) -> Event | None:
@@ -179,7 +178,7 @@ class Session:
 async def event_by_seq(ctx: Context, session_id: str, seq: int) -> Event | None:
     """Event `seq` of a session (`read_event` with an empty window); EVENT_NOT_FOUND if absent."""
     window = await read_event(ctx.obs, session_id, seq, 0, 0, ctx.read_window_max)
-    return Event.wrap(session_id, window.target, True, None)
+    return Event.wrap(session_id, window.target, None)
 
 
 async def read_window(
@@ -221,24 +220,22 @@ async def sessions_page(ctx: Context, first: int | None, after: str | None) -> S
     if after is not None:
         created_at, session_id = ctx.cursors.decode_session(after)
         key = (-created_at, session_id)
-    records = await ctx.records()
-    keys = [(-r.header.created_at, r.header.id) for r in records]
-    start, stop = keyset_slice(keys, key, size)
+    page = await ctx.obs.sessions_page(key, size)
     cursors = ctx.cursors
     edges = [
         SessionEdge(
             cursor=cursors.session(r.header.created_at, r.header.id), node=Session.of_record(r)
         )
-        for r in records[start:stop]
+        for r in page.records
     ]
     return SessionConnection(
         edges=edges,
         nodes=[e.node for e in edges],
         page_info=PageInfo(
-            has_next_page=stop < len(records),
-            has_previous_page=start > 0,
+            has_next_page=page.has_next,
+            has_previous_page=page.has_previous,
             start_cursor=edges[0].cursor if edges else None,
             end_cursor=edges[-1].cursor if edges else None,
         ),
-        total_count=len(records),
+        total_count=page.total,
     )
