@@ -8,6 +8,7 @@ statements flat.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
@@ -25,7 +26,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gateway.core.gcpause import gc_paused
 from gateway.core.model import SessionEvent, SessionHeader
 
 from .base import SqlBase
@@ -108,6 +108,19 @@ _KEY_CHUNK = 500
 _WINDOW_CHUNK = 100
 
 
+_DECODE_IN_THREAD = 20_000
+"""Rows beyond which a whole log is decoded in a worker thread, off the event loop."""
+
+
+async def decode_events(rows: Sequence[Any]) -> builtins.list[SessionEvent]:
+    """Decode a whole log's rows; a long one in a worker thread so the loop keeps
+    serving (and with no GC pause there: a pause is process-wide, and the loop
+    runs other requests meanwhile)."""
+    if len(rows) <= _DECODE_IN_THREAD:
+        return _events_from_rows(rows)
+    return await asyncio.to_thread(_events_from_rows, rows, pause_gc=False)
+
+
 class SqlReads(SqlBase):
     """Reads (module docstring)."""
 
@@ -169,12 +182,11 @@ class SqlReads(SqlBase):
             row = (await conn.execute(_SELECT_HEADER, {"sid": session_id})).first()
             if row is None:
                 raise UnknownSessionError(session_id)
-            with gc_paused():
-                rows = await _driver_rows(conn, statement, {"sid": session_id, **params})
-                loaded = _events_from_rows(rows)
-                del rows  # freed now, not walked by the collection that follows the pause
-                if rewrite_payloads:
-                    await self._fill_rewrite_payloads(conn, session_id, loaded)
+            rows = await _driver_rows(conn, statement, {"sid": session_id, **params})
+            loaded = await decode_events(rows)
+            del rows
+            if rewrite_payloads:
+                await self._fill_rewrite_payloads(conn, session_id, loaded)
         return _header_from_row(row), loaded
 
     @staticmethod
@@ -240,10 +252,9 @@ class SqlReads(SqlBase):
                         for sid, lo, hi in chunk
                     )
                 )
-                with gc_paused():
-                    rows = (await conn.execute(_SELECT_MANY_ALL.where(condition))).all()
-                    logs = _grouped_events(rows)
-                    del rows
+                rows = (await conn.execute(_SELECT_MANY_ALL.where(condition))).all()
+                logs = _grouped_events(rows)
+                del rows
                 for sid, lo, hi in chunk:
                     log = logs.get(sid, [])
                     seqs = [e.seq for e in log]
@@ -273,18 +284,16 @@ class SqlReads(SqlBase):
             ids = builtins.list(headers)
             if len(ids) == 1:  # the common case of a long log: the single-session fast read
                 single = _SELECT_ALL if with_data else _SELECT_FOLD
-                with gc_paused():
-                    rows = await _driver_rows(conn, single, {"sid": ids[0]})
-                    logs[ids[0]] = _events_from_rows(rows)
-                    del rows
+                rows = await _driver_rows(conn, single, {"sid": ids[0]})
+                logs[ids[0]] = await decode_events(rows)
+                del rows
             else:
                 for chunk in _chunks(ids, _KEY_CHUNK):
-                    with gc_paused():
-                        rows = (
-                            await conn.execute(statement.where(events.c.session_id.in_(chunk)))
-                        ).all()
-                        logs.update(_grouped_events(rows))
-                        del rows
+                    rows = (
+                        await conn.execute(statement.where(events.c.session_id.in_(chunk)))
+                    ).all()
+                    logs.update(_grouped_events(rows))
+                    del rows
             if not with_data:
                 for sid, log in logs.items():
                     await self._fill_rewrite_payloads(conn, sid, log)
