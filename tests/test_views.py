@@ -1,0 +1,110 @@
+"""SPEC §3a (live sessions keep their fold) and §2: every per-session view answers
+exactly as the fold of the log it saw, including a live view made before more appends.
+
+The reference is always `fold_surface` of the prefix the view saw, so these tests
+fail if a view answers from the state after later appends or from a wrong index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway import SessionQueryError, SessionStore
+from gateway.core import EventSurface, fold_surface
+from gateway.core.fold import iter_citations
+from gateway.core.views import FoldedView, SessionView
+from tests.test_fold_properties import logs
+
+ALL = (EventSurface.CURRENT, EventSurface.SHADOWED, EventSurface.LOG_ONLY)
+
+
+def valid_prefix(events):
+    """The longest prefix of `events` that folds (the generator may add a bad tail)."""
+    try:
+        fold_surface(events)
+        return list(events)
+    except SessionQueryError:
+        return list(events[:-1])
+
+
+async def expect_view_equals_fold(view: SessionView, prefix, page_size: int) -> None:
+    fold = fold_surface(prefix)
+    n = len(prefix)
+    assert view.length == n
+    classes = fold.classes()
+    # every event's class, and the whole list
+    assert [c for _, c in await view.classes()] == classes
+    # unfiltered and filtered pages, walked to the end
+    filters = [None, *({w} for w in ALL), {EventSurface.CURRENT, EventSurface.SHADOWED}]
+    for wanted in filters:
+        expected = [s for s in range(n) if wanted is None or classes[s] in wanted]
+        got, after, first_page = [], None, True
+        while True:
+            page = await view.page(after, page_size, None if wanted is None else frozenset(wanted))
+            assert page.total == len(expected)
+            assert page.has_previous == (not first_page and bool(got))
+            got.extend(item.event.seq for item in page.items)
+            for item in page.items:
+                assert item.surface == classes[item.event.seq]
+            first_page = False
+            if not page.has_next:
+                break
+            assert page.items, "has_next on an empty page"
+            after = page.items[-1].event.seq
+        assert got == expected
+    # the surface in model order, and every event's relations
+    assert [item.event.seq for item in await view.surface()] == list(fold.nodes)
+    for seq in range(n):
+        relations = await view.relations(seq)
+        own = fold.replacement(seq)
+        assert relations.replacement_chain == fold.replacement_chain(seq)
+        assert relations.replaced == (list(own.shadowed) if own else [])
+        assert relations.derived == iter_citations(prefix, seq)
+    assert [e.seq for e in await view.window(n - 3, n + 3)] == list(range(max(n - 3, 0), n))
+    picked = list(range(0, n, 3))
+    assert [(i.event.seq, i.surface) for i in await view.events_at(picked)] == [
+        (s, classes[s]) for s in picked
+    ]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(max_size=50), st.integers(1, 7), st.data())
+def test_live_view_answers_as_the_fold_of_the_prefix_it_saw(events, page_size, data):
+    events = valid_prefix(events)
+    cut = data.draw(st.integers(0, len(events)))
+    store = SessionStore()
+    session = store.create("s", created_at=1, seed=events[:cut])
+    view = session.view()
+    for event in events[cut:]:  # appends after the view was made: it must not see them
+        session.append(
+            event.type,
+            event.data,
+            surface_op=event.surface_op,
+            source_event_seqs=event.source_event_seqs,
+            time=event.time,
+        )
+    asyncio.run(expect_view_equals_fold(view, events[:cut], page_size))
+    asyncio.run(expect_view_equals_fold(session.view(), events, page_size))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(max_size=50), st.integers(1, 7))
+def test_folded_view_answers_as_the_fold(events, page_size):
+    events = valid_prefix(events)
+    store = SessionStore()
+    header = store.create("s", created_at=1).header
+    view = FoldedView(header, events, fold_surface(events), live=False)
+    asyncio.run(expect_view_equals_fold(view, events, page_size))
+
+
+def test_live_view_does_not_copy_the_log():
+    store = SessionStore()
+    session = store.create("s", created_at=1)
+    for _ in range(3):
+        session.append("user/message", {}, surface_op="append")
+    view = session.view()
+    _, events, _, _ = session.locked_state()
+    assert view._events is events  # the view shares the append-only list, never a copy
