@@ -227,3 +227,41 @@ async def test_healthz_and_readyz(tmp_path: Path) -> None:
                 r = await c.get("/readyz")
                 assert r.status_code == status
                 assert reason in r.json()["reason"]
+
+
+class HangingBackend:
+    """A failure double: every read hangs until cancelled, and says what happened to it."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.cancelled = 0
+        self.finished = 0
+
+    async def _hang(self) -> Any:
+        self.started += 1
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        self.finished += 1
+        return []
+
+    async def list(self) -> list[SessionHeader]:
+        return await self._hang()
+
+    async def load(self, session_id: str) -> Any:
+        return await self._hang()
+
+
+async def test_a_timed_out_request_leaves_no_backend_work_running() -> None:
+    hanging = HangingBackend()
+    app = create_app(SessionQuery(persistence=hanging), operation_timeout=0.2)
+    # several fields that each start backend work (listing and whole-log loads)
+    query = '{ a: sessions { totalCount } b: events(sessionId: "x") { totalCount } }'
+    body = await gql(app, query, status=504)
+    assert codes(body) == ["OPERATION_TIMEOUT"]
+    await asyncio.sleep(0.05)  # let cancellations land
+    assert hanging.started >= 1
+    assert hanging.cancelled == hanging.started and hanging.finished == 0
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
