@@ -333,9 +333,25 @@ BACKEND_METHODS: Final = frozenset(
         "load_windows",
         "load_fold_log",
         "load_fold_logs",
+        "load_logs",
+        "count",
+        # CorpusReads
+        "count_sessions",
+        "headers_page",
+        "load_children",
+        "load_ancestry",
+        "load_descendancy",
+        # DerivedReads
+        "load_sessions",
+        "read_events",
+        "read_events_at",
+        "read_surfaces",
+        "read_traces",
         "ping",
         "create",
         "append",
+        "import_log",
+        "delete",
         "close",
     }
 )

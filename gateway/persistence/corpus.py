@@ -1,12 +1,191 @@
 """Corpus questions by index (`gateway.core.backend.CorpusReads`) for `SqlPersistence`.
 
-Work in progress: filled in by the pushdown work of issue 8.
+Each method is one read transaction of a bounded number of SQLAlchemy Core
+statements (id lists are chunked at `_KEY_CHUNK`), on SQLite and PostgreSQL alike:
+
+- `headers_page` is a keyset page over `ix_sessions_newest_first`
+  (`created_at DESC, id`): `created_at <= c AND (created_at < c OR id > i)`,
+  whose first term bounds the index range so a deep page costs what it returns;
+- `count_sessions` is one `count(*)`;
+- `load_children` is an IN over `ix_sessions_parent_session`;
+- `load_ancestry` and `load_descendancy` are recursive CTEs (`WITH RECURSIVE`)
+  whose recursive term is joined by primary key (ancestry) or by the parent
+  index (descendancy). They combine with `UNION`, not `UNION ALL`, so an id
+  reached again (a cycle) is dropped and the recursion ends; chains of any
+  depth work, since the database iterates instead of recursing.
+
+  On PostgreSQL the planner fixes a recursive CTE's plan before it runs, from
+  estimates that are poor for a walk (a freshly loaded, unanalysed table, or a
+  parent with many children, leads it to a hash join that scans the whole
+  table at every level: quadratic in the depth). A lineage read therefore
+  turns hash and merge joins off for its own transaction (`SET LOCAL`), which
+  leaves the index nested loop: each level costs what it reaches.
 """
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    CTE,
+    BindParameter,
+    Select,
+    bindparam,
+    func,
+    or_,
+    select,
+    text,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.core.model import SessionHeader
+
 from .base import SqlBase
+from .codec import _chunks, _header_from_row
+from .tables import HEADER_COLUMNS, sessions
+
+_KEY_CHUNK = 500
+_HEADER_SELECT = [sessions.c[name] for name in HEADER_COLUMNS]
+_ID_INDEX = HEADER_COLUMNS.index("id")
+_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+_NEWEST_FIRST = (sessions.c.created_at.desc(), sessions.c.id)
+
+_SELECT_HEADERS_IN = select(*_HEADER_SELECT).where(sessions.c.id.in_(_IDS))
+_COUNT = select(func.count()).select_from(sessions)
+_FIRST_PAGE = select(*_HEADER_SELECT).order_by(*_NEWEST_FIRST).limit(bindparam("limit"))
+_PAGE_AFTER = (
+    select(*_HEADER_SELECT)
+    .where(
+        sessions.c.created_at <= bindparam("created_at"),
+        or_(
+            sessions.c.created_at < bindparam("created_at"),
+            sessions.c.id > bindparam("id"),
+        ),
+    )
+    .order_by(*_NEWEST_FIRST)
+    .limit(bindparam("limit"))
+)
+_SELECT_CHILDREN = (
+    select(*_HEADER_SELECT)
+    .where(sessions.c.parent_session.in_(_IDS))
+    .order_by(sessions.c.parent_session, sessions.c.created_at, sessions.c.id)
+)
+
+
+def _ancestry_statement() -> Select[Any]:
+    """Headers reached from `:ids` (themselves included) by parent links."""
+    anchor = select(sessions.c.id, sessions.c.parent_session).where(sessions.c.id.in_(_IDS))
+    walk: CTE = anchor.cte("ancestry", recursive=True)
+    parent = sessions.alias("parent")
+    walk = walk.union(
+        select(parent.c.id, parent.c.parent_session).join(
+            walk, parent.c.id == walk.c.parent_session
+        )
+    )
+    return select(*_HEADER_SELECT).join(walk, sessions.c.id == walk.c.id)
+
+
+def _descendancy_statement() -> Select[Any]:
+    """Headers reached from `:ids` by child links (`:ids` may come back through a cycle)."""
+    anchor = select(sessions.c.id).where(sessions.c.parent_session.in_(_IDS))
+    walk: CTE = anchor.cte("descendancy", recursive=True)
+    child = sessions.alias("child")
+    walk = walk.union(select(child.c.id).join(walk, child.c.parent_session == walk.c.id))
+    return select(*_HEADER_SELECT).join(walk, sessions.c.id == walk.c.id)
+
+
+_SELECT_ANCESTRY = _ancestry_statement()
+_SELECT_DESCENDANCY = _descendancy_statement()
+_PG_WALK_PLAN = text(
+    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+)
+
+
+def _unique(ids: Iterable[str]) -> builtins.list[str]:
+    return builtins.list(dict.fromkeys(ids))
 
 
 class SqlCorpusReads(SqlBase):
     """Keyset pages, counts, children and lineage of the stored corpus."""
+
+    async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """The stored headers of these ids; ids that are not stored are left out."""
+        async with self._reading() as conn:
+            return await _headers_in(conn, _SELECT_HEADERS_IN, _unique(session_ids))
+
+    async def count_sessions(self) -> int:
+        """How many sessions are stored."""
+        async with self._reading() as conn:
+            value = (await conn.execute(_COUNT)).scalar()
+        return int(value or 0)
+
+    async def headers_page(
+        self, after: tuple[int, str] | None, limit: int
+    ) -> builtins.list[SessionHeader]:
+        """Up to `limit` headers in corpus order (createdAt descending, id ascending),
+        strictly after the key `(created_at, id)` when `after` is given."""
+        if limit <= 0:
+            return []
+        async with self._reading() as conn:
+            if after is None:
+                result = await conn.execute(_FIRST_PAGE, {"limit": limit})
+            else:
+                created_at, session_id = after
+                result = await conn.execute(
+                    _PAGE_AFTER, {"created_at": created_at, "id": session_id, "limit": limit}
+                )
+            return [_header_from_row(row) for row in result]
+
+    async def load_children(
+        self, parent_ids: Sequence[str]
+    ) -> dict[str, builtins.list[SessionHeader]]:
+        """The stored sessions whose parentSession is each id (ids with none left out);
+        each list ordered by createdAt, then id."""
+        out: dict[str, builtins.list[SessionHeader]] = {}
+        async with self._reading() as conn:
+            for chunk in _chunks(_unique(parent_ids), _KEY_CHUNK):
+                for row in await conn.execute(_SELECT_CHILDREN, {"ids": chunk}):
+                    header = _header_from_row(row)
+                    assert header.parent_session is not None
+                    out.setdefault(header.parent_session, []).append(header)
+        return out
+
+    async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """Every stored header reached from these ids by following parentSession links
+        (the ids themselves included when stored). Terminates on cycles."""
+        async with self._reading() as conn:
+            return await _walk(conn, _SELECT_ANCESTRY, _unique(session_ids))
+
+    async def load_descendancy(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+        """Every stored header reached from these ids by following child links (the ids
+        themselves excluded). Terminates on cycles."""
+        ids = _unique(session_ids)
+        async with self._reading() as conn:
+            found = await _walk(conn, _SELECT_DESCENDANCY, ids)
+        for session_id in ids:
+            found.pop(session_id, None)
+        return found
+
+
+async def _headers_in(
+    conn: AsyncConnection, statement: Select[Any], ids: Sequence[str]
+) -> dict[str, SessionHeader]:
+    """Run `statement` (bound by `:ids`) per chunk of ids; its header rows by id."""
+    out: dict[str, SessionHeader] = {}
+    for chunk in _chunks(ids, _KEY_CHUNK):
+        for row in await conn.execute(statement, {"ids": chunk}):
+            out[row[_ID_INDEX]] = _header_from_row(row)
+    return out
+
+
+async def _walk(
+    conn: AsyncConnection, statement: Select[Any], ids: Sequence[str]
+) -> dict[str, SessionHeader]:
+    """A recursive lineage read, with the index walk plan on PostgreSQL (module docstring)."""
+    if not ids:
+        return {}
+    if conn.dialect.name == "postgresql":
+        await conn.execute(_PG_WALK_PLAN)
+    return await _headers_in(conn, statement, ids)
