@@ -458,6 +458,8 @@ class Observation:
 
         With a backend that pages by index: its keyset page merged with the live
         overlay (live ids it also holds are skipped in its page and counted once).
+        `first + 1` stored rows always suffice: an item of the merged page is live
+        (the overlay has it) or stored-only with at most `first` stored rows before it.
         """
         corpus = self._caps.corpus
         if self._backend is not None and corpus is None:
@@ -477,7 +479,7 @@ class Observation:
                     "page sessions",
                     lambda: corpus.headers_page(
                         None if after is None else (-after[0], after[1]),
-                        first + 1 + len(stored_live),
+                        first + 1,
                     ),
                 ),
             )
