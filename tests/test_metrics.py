@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from gateway.core import ErrorCode, SessionEvent, SessionHeader, SessionQuery, SessionQueryError
-from gateway.core.backend import PersistenceBackend, has_method
+from gateway.core.backend import PersistenceBackend
 from gateway.observability.metrics import (
     CONTENT_TYPE,
     Counter,
@@ -484,6 +484,10 @@ class DynamicBackend:
 
             return method
         raise AttributeError(name)
+
+
+def has_method(backend: object, name: str) -> bool:
+    return callable(getattr(backend, name, None))
 
 
 OPTIONAL = ("load_header", "load_headers", "load_window", "load_windows", "load_fold_log", "ping")

@@ -192,7 +192,3 @@ def is_backend(backend: object) -> bool:
     """Whether `backend` has the required surface (`list()` and `load()`)."""
     return isinstance(backend, PersistenceBackend)
 
-
-def has_method(backend: object, name: str) -> bool:
-    """Deprecated shim while the observation moves to `capabilities_of`."""
-    return callable(getattr(backend, name, None))
