@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from itertools import groupby
 from operator import itemgetter
 from typing import Any, TypeVar
@@ -27,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import NullType, TypeDecorator, TypeEngine
 
+from gateway.core.backend import StoredEvent
+from gateway.core.fold import FoldableEvent
 from gateway.core.gcpause import gc_paused
 from gateway.core.model import SessionEvent, SessionHeader
 
@@ -37,7 +40,7 @@ from .errors import (
     InvalidEventError,
     NonContiguousAppendError,
 )
-from .tables import HEADER_COLUMNS, PgJsonText, events
+from .tables import HEADER_COLUMNS, PgJsonText, citations, events
 
 T = TypeVar("T")
 
@@ -149,7 +152,11 @@ def _header_row(header: SessionHeader, event_count: int) -> dict[str, Any]:
     return row
 
 
-_EventRow = tuple[str, int, str, int, "str | None", "str | None", bool, str]
+_Encoded = tuple[str, int, str, int, "str | None", "str | None", bool, str]
+"""An encoded event before its derivations: `_INSERT_ORDER` without surface..surface_label."""
+_EventRow = tuple[
+    str, int, str, int, "str | None", "str | None", bool, int, "int | None", "int | None", str
+]
 """An insert row, in `_INSERT_ORDER`."""
 _INSERT_ORDER = (
     "session_id",
@@ -159,13 +166,19 @@ _INSERT_ORDER = (
     "surface_op",
     "source_event_seqs",
     "ignorable",
+    "surface",
+    "replaced_by",
+    "surface_label",
     "data",
 )
+Derivation = tuple[int, "int | None", "int | None"]
+"""What the writer stores beside an event: (surface code, replaced_by, surface_label)."""
 
 
-def _encode_events(session_id: str, batch: Sequence[SessionEvent]) -> list[_EventRow]:
-    """The insert rows of a batch, JSON encoded; InvalidEventError for what no column holds."""
-    rows: list[_EventRow] = []
+def _encode_events(session_id: str, batch: Sequence[SessionEvent]) -> list[_Encoded]:
+    """The encoded events of a batch (JSON as text), before the fold derives them;
+    InvalidEventError for what no column holds. `_derived_rows` makes insert rows."""
+    rows: list[_Encoded] = []
     add = rows.append
     for position, event in enumerate(batch):
         if not isinstance(event, SessionEvent):
@@ -203,6 +216,32 @@ def _encode_events(session_id: str, batch: Sequence[SessionEvent]) -> list[_Even
     return rows
 
 
+def _derived_rows(
+    encoded: Sequence[_Encoded], derivations: Sequence[Derivation]
+) -> list[_EventRow]:
+    """Insert rows: each encoded event with its derivation (`SurfaceFold.derivations`)."""
+    if len(encoded) != len(derivations):  # pragma: no cover - a caller's bug
+        raise RuntimeError(f"{len(encoded)} events but {len(derivations)} derivations")
+    return [
+        (sid, seq, etype, time, op, src, ignorable, code, replaced_by, label, data)
+        for (sid, seq, etype, time, op, src, ignorable, data), (code, replaced_by, label) in zip(
+            encoded, derivations, strict=True
+        )
+    ]
+
+
+def _citation_rows(session_id: str, batch: Iterable[FoldableEvent]) -> list[tuple[str, int, int]]:
+    """(session_id, seq, cited_by) for every source of every event of a validated batch
+    (the fold checked that sources are lists of distinct earlier seqs)."""
+    out: list[tuple[str, int, int]] = []
+    for event in batch:
+        sources = event.source_event_seqs
+        if sources:
+            seq = event.seq
+            out.extend((session_id, source, seq) for source in sources)
+    return out
+
+
 def _check_contiguous(session_id: str, batch: Sequence[SessionEvent], start: int) -> None:
     for position, event in enumerate(batch):
         if event.seq != start + position:
@@ -227,18 +266,19 @@ def _position(log: Sequence[SessionEvent], seq: int) -> int:
     return next(i for i, e in enumerate(log) if e.seq == seq)
 
 
-def _events_from_rows(rows: Iterable[Any]) -> builtins.list[SessionEvent]:
+def _events_from_rows(rows: Iterable[Any], *, pause_gc: bool = True) -> builtins.list[SessionEvent]:
     """SessionEvents from (seq, type, time, surface_op, sources, ignorable, data) rows.
 
     The hot loop of every read: JSON columns arrive as text (both engines) and
     are decoded here; `ignorable` is 0/1 on SQLite and a bool on PostgreSQL.
-    Synchronous on purpose: a GC pause around it never spans an `await`.
+    Synchronous on purpose: a GC pause around it never spans an `await`
+    (`pause_gc=False` in a worker thread, where the loop runs meanwhile).
     """
     make, loads, load_op, load_sources = _make_event, _loads, _load_op, _load_sources
     flag = (False, True)
     out: builtins.list[SessionEvent] = []
     add = out.append
-    with gc_paused():
+    with gc_paused() if pause_gc else nullcontext():
         for seq, etype, time, op, src, ignorable, data in rows:
             if op is not None:
                 op = load_op(op)
@@ -247,6 +287,28 @@ def _events_from_rows(rows: Iterable[Any]) -> builtins.list[SessionEvent]:
             if data is not None:
                 data = loads(data)
             add(make(etype, seq, time, data, op, src, flag[ignorable]))
+    return out
+
+
+def _stored_events_from_rows(rows: Iterable[Any]) -> builtins.list[StoredEvent]:
+    """StoredEvents from (seq, type, time, surface_op, sources, ignorable, data, surface,
+    replaced_by) rows (`data` None when not selected). Synchronous, like
+    `_events_from_rows`: a GC pause around it never spans an `await`."""
+    make, loads, load_op, load_sources = _make_event, _loads, _load_op, _load_sources
+    stored = StoredEvent
+    flag = (False, True)
+    out: builtins.list[StoredEvent] = []
+    add = out.append
+    with gc_paused():
+        for seq, etype, time, op, src, ignorable, data, surface, replaced_by in rows:
+            if op is not None:
+                op = load_op(op)
+            if src is not None:
+                src = load_sources(src)
+            if data is not None:
+                data = loads(data)
+            event = make(etype, seq, time, data, op, src, flag[ignorable])
+            add(stored(event, surface, replaced_by))
     return out
 
 
@@ -266,5 +328,12 @@ _INSERT_EVENTS = events.insert().values(
     surface_op=bindparam("surface_op", type_=_PreEncodedJson()),
     source_event_seqs=bindparam("source_event_seqs", type_=_PreEncodedJson()),
     ignorable=bindparam("ignorable"),
+    surface=bindparam("surface"),
+    replaced_by=bindparam("replaced_by"),
+    surface_label=bindparam("surface_label"),
     data=bindparam("data", type_=_PreEncodedJson()),
 )
+_INSERT_CITATIONS = citations.insert().values(
+    session_id=bindparam("session_id"), seq=bindparam("seq"), cited_by=bindparam("cited_by")
+)
+_CITATION_ORDER = ("session_id", "seq", "cited_by")
