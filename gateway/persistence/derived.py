@@ -1,12 +1,390 @@
 """Reads of the fold's stored derivations (`gateway.core.backend.DerivedReads`).
 
-Work in progress: filled in by the pushdown work of issue 8.
+The writer stores, beside every event, its class as of the whole stored log
+(`surface`: 0 LOG_ONLY, 1 CURRENT, 2 SHADOWED), its immediate replacer
+(`replaced_by`) and its order label on the surface (`surface_label`), plus the
+reverse of `source_event_seqs` in `citations` (see `tables.py`). These reads
+answer from them by index, never loading a whole log.
+
+"As of" a log length `n` (what a reader that saw `n` events asks): events with
+`seq >= n` do not exist; an event is SHADOWED only when its replacer is `< n`
+(a SHADOWED row whose `replaced_by >= n` was still CURRENT then); the surface
+as of `n` is the events CURRENT then, in label order; a replacement chain
+follows `replaced_by` while it is `< n`; only citers `< n` derive from an event.
+
+Every method takes many keys and answers them with a bounded number of
+statements: keys are chunked, and one chunk is one UNION ALL of per-key,
+index-range subqueries (each with its own LIMIT where there is one), tagged
+with the key's position `k`. Each call runs in one read transaction.
 """
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    and_,
+    cast,
+    literal_column,
+    null,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.core.backend import (
+    CURRENT_CODE,
+    LOG_ONLY_CODE,
+    SHADOWED_CODE,
+    EventQuery,
+    StoredEvent,
+    StoredSession,
+    StoredTrace,
+)
+
 from .base import SqlBase
+from .codec import _chunks, _header_from_row, _json_text, _raw, _stored_events_from_rows
+from .tables import HEADER_COLUMNS, citations, events, sessions
+
+_KEY_CHUNK = 100
+"""Keys per statement (SQLite allows 500 terms in a compound SELECT; a key uses <= 3)."""
+_ID_CHUNK = 500
+_AT_CHUNK = 500
+_ALL_CODES = frozenset({LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE})
+
+_SELECT_SESSIONS = select(
+    *(sessions.c[name] for name in HEADER_COLUMNS),
+    sessions.c.event_count,
+    sessions.c.current_count,
+    sessions.c.shadowed_count,
+    sessions.c.derived_count,
+)
+
+
+def _event_columns(with_data: bool) -> list[ColumnElement[Any]]:
+    payload: ColumnElement[Any] = _json_text(events.c.data) if with_data else _raw(null())
+    return [
+        events.c.seq.label("seq"),
+        events.c.type.label("type"),
+        events.c.time.label("time"),
+        _json_text(events.c.surface_op).label("surface_op"),
+        _json_text(events.c.source_event_seqs).label("source_event_seqs"),
+        _raw(events.c.ignorable).label("ignorable"),
+        payload.label("data"),
+        _raw(events.c.surface).label("surface"),
+        _raw(events.c.replaced_by).label("replaced_by"),
+    ]
+
+
+def _tag(k: int) -> ColumnElement[Any]:
+    """The key's position as a constant column (an int we made: safe to inline)."""
+    return literal_column(str(int(k))).label("k")
+
+
+def _not_indexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """`column + 0`: the same value, but not a term an index on `column` can serve, so
+    the planner scans the index the other terms name (see `_shadowed_later`)."""
+    return column + 0
+
+
+def _shadowed_later(session_id: str, as_of: int) -> ColumnElement[bool]:
+    """Rows stored SHADOWED whose replacer came at or after `as_of`: CURRENT as of it.
+
+    Served by `ix_events_replaced_by` (usually an empty range: replacers >= as_of
+    are the appends made after the reader's snapshot).
+    """
+    return and_(events.c.session_id == session_id, events.c.replaced_by >= as_of)
+
+
+def _compound(parts: builtins.list[Select[Any]], *order: str) -> Select[Any] | Any:
+    if len(parts) == 1:
+        return parts[0].order_by(*order)
+    return union_all(*parts).order_by(*order)
+
+
+def _wrapped(part: Select[Any], limit: int | None) -> Select[Any]:
+    """A part with its own ORDER BY seq LIMIT, as a subquery a compound can hold."""
+    if limit is None:
+        return part
+    inner = part.order_by(events.c.seq).limit(limit).subquery()
+    return select(*inner.c)
 
 
 class SqlDerivedReads(SqlBase):
     """Pages of classified events, single events, surfaces and traces by index."""
+
+    async def load_sessions(self, session_ids: Sequence[str]) -> dict[str, StoredSession]:
+        """Header, log size and class counts of each stored id (one read of the row).
+
+        `counts` is None unless the stored derivations cover the whole log.
+        """
+        ids = builtins.list(dict.fromkeys(session_ids))
+        out: dict[str, StoredSession] = {}
+        width = len(HEADER_COLUMNS)
+        async with self._reading() as conn:
+            for chunk in _chunks(ids, _ID_CHUNK):
+                result = await conn.execute(_SELECT_SESSIONS.where(sessions.c.id.in_(chunk)))
+                for row in result:
+                    count, current, shadowed, derived = (int(v) for v in row[width:])
+                    counts = (
+                        (count - current - shadowed, current, shadowed)
+                        if derived == count
+                        else None
+                    )
+                    header = _header_from_row(row[:width])
+                    out[header.id] = StoredSession(header, count, counts)
+        return out
+
+    async def read_events(
+        self, queries: Sequence[EventQuery]
+    ) -> dict[EventQuery, builtins.list[StoredEvent]]:
+        """Each ranged read (see `EventQuery`); queries of unknown sessions left out.
+
+        Returned rows carry their stored derivations (as of the whole stored log);
+        the `surfaces` filter is applied as of `query.as_of`.
+        """
+        wanted = builtins.list(dict.fromkeys(queries))
+        out: dict[EventQuery, builtins.list[StoredEvent]] = {}
+        async with self._reading() as conn:
+            known = await _stored_ids(conn, (q.session_id for q in wanted))
+            asked = []
+            for query in wanted:
+                if query.session_id not in known:
+                    continue
+                out[query] = []
+                if _bounds(query) is not None:
+                    asked.append(query)
+            for chunk in _chunks(asked, _KEY_CHUNK):
+                parts = [part for k, q in enumerate(chunk) for part in _event_parts(q, k)]
+                rows = (await conn.execute(_compound(parts, "k", "seq"))).all()
+                for k, found in _by_key(rows):
+                    query = chunk[k]
+                    stored = _stored_events_from_rows(found)
+                    out[query] = stored if query.limit is None else stored[: query.limit]
+        return out
+
+    async def read_events_at(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], StoredEvent]:
+        """Single events by (session id, seq), payloads included; missing ones left out."""
+        by_session: dict[str, builtins.list[int]] = {}
+        for sid, seq in dict.fromkeys(keys):
+            by_session.setdefault(sid, []).append(seq)
+        out: dict[tuple[str, int], StoredEvent] = {}
+        columns = [events.c.session_id.label("sid"), *_event_columns(True)]
+        async with self._reading() as conn:
+            for chunk in _chunks(_flatten(by_session), _AT_CHUNK):
+                grouped: dict[str, builtins.list[int]] = {}
+                for sid, seq in chunk:
+                    grouped.setdefault(sid, []).append(seq)
+                condition = or_(
+                    *(
+                        and_(events.c.session_id == sid, events.c.seq.in_(seqs))
+                        for sid, seqs in grouped.items()
+                    )
+                )
+                rows = (await conn.execute(select(*columns).where(condition))).all()
+                sids = [row[0] for row in rows]
+                for sid, stored in zip(
+                    sids, _stored_events_from_rows(row[1:] for row in rows), strict=True
+                ):
+                    out[(sid, stored.event.seq)] = stored
+        return out
+
+    async def read_surfaces(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], builtins.list[StoredEvent]]:
+        """For each (session id, as_of): the surface as it stood when the log had
+        `as_of` events, in model-visible order, payloads included."""
+        wanted = builtins.list(dict.fromkeys(keys))
+        out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
+        columns = _event_columns(True)
+        label = events.c.surface_label.label("surface_label")
+        async with self._reading() as conn:
+            known = await _stored_ids(conn, (sid for sid, _ in wanted))
+            asked = []
+            for key in wanted:
+                if key[0] in known:
+                    out[key] = []
+                    if key[1] > 0:
+                        asked.append(key)
+            for chunk in _chunks(asked, _KEY_CHUNK):
+                parts: builtins.list[Select[Any]] = []
+                for k, (sid, as_of) in enumerate(chunk):
+                    parts.append(
+                        select(_tag(k), *columns, label).where(
+                            events.c.session_id == sid,
+                            events.c.surface == CURRENT_CODE,
+                            events.c.seq < as_of,
+                        )
+                    )
+                    parts.append(
+                        select(_tag(k), *columns, label).where(
+                            _shadowed_later(sid, as_of), _not_indexed(events.c.seq) < as_of
+                        )
+                    )
+                rows = (await conn.execute(_compound(parts, "k", "surface_label"))).all()
+                for k, found in _by_key(rows):
+                    out[chunk[k]] = _stored_events_from_rows(row[:-1] for row in found)
+        return out
+
+    async def read_traces(
+        self, keys: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int, int], StoredTrace]:
+        """For each (session id, seq, as_of): the event's stored relations as of `as_of`
+        (an event not in the log as of `as_of` has none)."""
+        wanted = builtins.list(dict.fromkeys(keys))
+        out: dict[tuple[str, int, int], StoredTrace] = {}
+        empty = StoredTrace((), (), ())
+        async with self._reading() as conn:
+            known = await _stored_ids(conn, (sid for sid, _, _ in wanted))
+            asked = []
+            for key in wanted:
+                sid, seq, as_of = key
+                if sid in known:
+                    out[key] = empty
+                    if 0 <= seq < as_of:
+                        asked.append(key)
+            for chunk in _chunks(asked, _KEY_CHUNK):
+                chains = await _chains(conn, chunk)
+                relations = await _relations(conn, chunk)
+                for k, key in enumerate(chunk):
+                    replaced, derived = relations.get(k, ((), ()))
+                    out[key] = StoredTrace(chains.get(k, ()), replaced, derived)
+        return out
+
+
+def _bounds(query: EventQuery) -> tuple[int, frozenset[int]] | None:
+    """The highest seq and the class codes a ranged read can return; None when empty."""
+    hi = min(query.hi, query.as_of - 1)
+    codes = _ALL_CODES if query.surfaces is None else query.surfaces & _ALL_CODES
+    if query.lo > hi or (query.limit is not None and query.limit <= 0) or not codes:
+        return None
+    return hi, codes
+
+
+def _event_parts(query: EventQuery, k: int) -> builtins.list[Select[Any]]:
+    """The index-range subqueries answering one ranged read (none when it is empty)."""
+    bounds = _bounds(query)
+    if bounds is None:
+        return []
+    hi, codes = bounds
+    sid, as_of, limit = query.session_id, query.as_of, query.limit
+    columns = [_tag(k), *_event_columns(query.with_data)]
+    in_range = and_(events.c.session_id == sid, events.c.seq >= query.lo, events.c.seq <= hi)
+    if codes == _ALL_CODES:
+        return [_wrapped(select(*columns).where(in_range), limit)]
+    parts = []
+    if LOG_ONLY_CODE in codes:
+        parts.append(select(*columns).where(in_range, events.c.surface == LOG_ONLY_CODE))
+    if CURRENT_CODE in codes:
+        parts.append(select(*columns).where(in_range, events.c.surface == CURRENT_CODE))
+        seq = _not_indexed(events.c.seq)
+        parts.append(
+            select(*columns).where(_shadowed_later(sid, as_of), seq >= query.lo, seq <= hi)
+        )
+    if SHADOWED_CODE in codes:
+        parts.append(
+            select(*columns).where(
+                in_range, events.c.surface == SHADOWED_CODE, events.c.replaced_by < as_of
+            )
+        )
+    return [_wrapped(part, limit) for part in parts]
+
+
+async def _chains(
+    conn: AsyncConnection, chunk: Sequence[tuple[str, int, int]]
+) -> dict[int, tuple[int, ...]]:
+    """Each key's replacement chain as of its length: one recursive query for the chunk."""
+    anchors = [
+        select(
+            _tag(k),
+            events.c.session_id.label("sid"),
+            cast(literal_column(str(int(as_of))), BigInteger).label("as_of"),
+            events.c.replaced_by.label("seq"),
+            literal_column("1").label("depth"),
+        ).where(events.c.session_id == sid, events.c.seq == seq, events.c.replaced_by < as_of)
+        for k, (sid, seq, as_of) in enumerate(chunk)
+    ]
+    start = (anchors[0] if len(anchors) == 1 else union_all(*anchors)).subquery("anchor")
+    chain = select(*start.c).cte("chain", recursive=True)
+    step = events.alias("step")
+    chain = chain.union_all(
+        select(chain.c.k, chain.c.sid, chain.c.as_of, step.c.replaced_by, chain.c.depth + 1).where(
+            step.c.session_id == chain.c.sid,
+            step.c.seq == chain.c.seq,
+            step.c.replaced_by < chain.c.as_of,
+        )
+    )
+    rows = (await conn.execute(select(chain.c.k, chain.c.seq).order_by("k", "depth"))).all()
+    out: dict[int, builtins.list[int]] = {}
+    for k, seq in rows:
+        out.setdefault(int(k), []).append(int(seq))
+    return {k: tuple(seqs) for k, seqs in out.items()}
+
+
+async def _relations(
+    conn: AsyncConnection, chunk: Sequence[tuple[str, int, int]]
+) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each key's replaced seqs (surface order) and citers < as_of (ascending)."""
+    parts: builtins.list[Select[Any]] = []
+    for k, (sid, seq, as_of) in enumerate(chunk):
+        parts.append(
+            select(
+                _tag(k),
+                literal_column("0").label("kind"),
+                events.c.seq.label("value"),
+                events.c.surface_label.label("position"),
+            ).where(events.c.session_id == sid, events.c.replaced_by == seq)
+        )
+        parts.append(
+            select(
+                _tag(k),
+                literal_column("1").label("kind"),
+                citations.c.cited_by.label("value"),
+                citations.c.cited_by.label("position"),
+            ).where(
+                citations.c.session_id == sid,
+                citations.c.seq == seq,
+                citations.c.cited_by < as_of,
+            )
+        )
+    rows = (await conn.execute(_compound(parts, "k", "kind", "position"))).all()
+    found: dict[int, tuple[builtins.list[int], builtins.list[int]]] = {}
+    for k, kind, value, _ in rows:
+        found.setdefault(int(k), ([], []))[int(kind)].append(int(value))
+    return {k: (tuple(replaced), tuple(derived)) for k, (replaced, derived) in found.items()}
+
+
+async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:
+    ids = builtins.list(dict.fromkeys(session_ids))
+    out: set[str] = set()
+    for chunk in _chunks(ids, _ID_CHUNK):
+        result = await conn.execute(select(sessions.c.id).where(sessions.c.id.in_(chunk)))
+        out.update(row[0] for row in result)
+    return out
+
+
+def _by_key(rows: Sequence[Any]) -> Iterable[tuple[int, builtins.list[Any]]]:
+    """Rows tagged with their key's position first, ordered by it: (k, rows without k)."""
+    current: int | None = None
+    group: builtins.list[Any] = []
+    for row in rows:
+        k = int(row[0])
+        if k != current:
+            if current is not None:
+                yield current, group
+            current, group = k, []
+        group.append(row[1:])
+    if current is not None:
+        yield current, group
+
+
+def _flatten(by_session: dict[str, builtins.list[int]]) -> builtins.list[tuple[str, int]]:
+    return [(sid, seq) for sid, seqs in by_session.items() for seq in seqs]
