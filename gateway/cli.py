@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("gateway.commands.serve", "run the GraphQL gateway over HTTP"),
     "import": ("gateway.commands.importer", "import dsh JSONL session artifacts into a database"),
     "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
+    "verify": ("gateway.commands.verify", "check stored derivations against the fold of each log"),
     "export-schema": ("gateway.commands.export_schema", "print the GraphQL schema (SDL)"),
 }
 

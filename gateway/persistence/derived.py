@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -47,9 +50,11 @@ from gateway.core.backend import (
     StoredSession,
     StoredTrace,
 )
+from gateway.core.model import SessionEvent, SessionHeader
 
 from .base import SqlBase
 from .codec import _chunks, _header_from_row, _json_text, _raw, _stored_events_from_rows
+from .reads import SqlReads
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 _KEY_CHUNK = 100
@@ -65,6 +70,26 @@ _SELECT_SESSIONS = select(
     sessions.c.shadowed_count,
     sessions.c.derived_count,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDerivations:
+    """One session's stored log and everything the writer derived from it, as one read
+    saw them (what `session-gateway verify` compares with the fold).
+
+    `log` has payloads only where the fold reads them (rule 7), like `load_fold_log`;
+    `derivations[i]` is the stored (surface, replaced_by, surface_label) of `log[i]`;
+    `citations` the stored (seq, cited_by) rows, ascending.
+    """
+
+    header: SessionHeader
+    event_count: int
+    current_count: int
+    shadowed_count: int
+    derived_count: int
+    log: builtins.list[SessionEvent]
+    derivations: builtins.list[tuple[int | None, int | None, int | None]]
+    citations: builtins.list[tuple[int, int]]
 
 
 def _event_columns(with_data: bool) -> list[ColumnElement[Any]]:
@@ -139,6 +164,60 @@ class SqlDerivedReads(SqlBase):
                     )
                     header = _header_from_row(row[:width])
                     out[header.id] = StoredSession(header, count, counts)
+        return out
+
+    async def read_derivations(self, session_ids: Sequence[str]) -> dict[str, StoredDerivations]:
+        """The stored log and derivations of each stored id, in one read transaction
+        (ids not stored are left out). Reads whole logs: for checking, not serving."""
+        ids = builtins.list(dict.fromkeys(session_ids))
+        out: dict[str, StoredDerivations] = {}
+        width = len(HEADER_COLUMNS)
+        columns = [events.c.session_id, *_event_columns(False), _raw(events.c.surface_label)]
+        async with self._reading() as conn:
+            for chunk in _chunks(ids, _ID_CHUNK):
+                rows = (await conn.execute(_SELECT_SESSIONS.where(sessions.c.id.in_(chunk)))).all()
+                heads = {row[0]: row for row in rows}
+                logs: dict[str, tuple[builtins.list[StoredEvent], builtins.list[Any]]] = {}
+                found = (
+                    await conn.execute(
+                        select(*columns)
+                        .where(events.c.session_id.in_(builtins.list(heads)))
+                        .order_by(events.c.session_id, events.c.seq)
+                    )
+                ).all()
+                for sid, group in groupby(found, key=itemgetter(0)):
+                    rows_of = builtins.list(group)
+                    logs[sid] = (
+                        _stored_events_from_rows(row[1:-1] for row in rows_of),
+                        [row[-1] for row in rows_of],
+                    )
+                del found
+                cited: dict[str, builtins.list[tuple[int, int]]] = {}
+                result = await conn.execute(
+                    select(citations.c.session_id, citations.c.seq, citations.c.cited_by)
+                    .where(citations.c.session_id.in_(builtins.list(heads)))
+                    .order_by(citations.c.session_id, citations.c.seq, citations.c.cited_by)
+                )
+                for sid, seq, cited_by in result:
+                    cited.setdefault(sid, []).append((int(seq), int(cited_by)))
+                for sid, row in heads.items():
+                    stored, labels = logs.get(sid, ([], []))
+                    log = [r.event for r in stored]
+                    await SqlReads._fill_rewrite_payloads(conn, sid, log)
+                    count, current, shadowed, derived = (int(v) for v in row[width:])
+                    out[sid] = StoredDerivations(
+                        _header_from_row(row[:width]),
+                        count,
+                        current,
+                        shadowed,
+                        derived,
+                        log,
+                        [
+                            (r.surface, r.replaced_by, label)
+                            for r, label in zip(stored, labels, strict=True)
+                        ],
+                        cited.get(sid, []),
+                    )
         return out
 
     async def read_events(

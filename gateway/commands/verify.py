@@ -1,0 +1,307 @@
+"""Check that a database's stored derivations equal the fold of its stored logs.
+
+The writer stores, with every event, what the surface fold derives (its class,
+its replacer and its order label), the citations between events and each
+session's class counts, and readers answer from them (SPEC §3a). This command
+refolds each stored log (every session, or the SESSIONs named) and compares
+every stored value with the fold. Nothing is written.
+
+Each disagreeing value is printed on its own line (at most --max-rows per
+session, then a count of the rest):
+
+  SESSION  seq SEQ  WHAT  stored S  expected E
+
+Sessions whose stored log is invalid (the fold rejects it: readers report
+SESSION_QUERY_INVALID_SURFACE for it) are printed with the rule they break.
+A session whose derivations do not cover its log (derived_count is not its
+event count: written by other means, or an invalid log the migration left
+underived) is reported as "not derived" and is not a failure: readers fold
+such a log themselves. Progress goes to stderr on big databases; a summary
+line ends the output.
+
+The database is --database, else $SESSION_GATEWAY_DATABASE_URL, else the
+embedded SQLite file; it must be at the current schema revision (it is never
+migrated here). Exit status: 0 when every derived session agrees with the
+fold, 1 when any value disagrees or any stored log is invalid, 2 on usage
+errors (an unknown SESSION, a bad URL) or when the database cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
+
+from gateway.commands import add_database_argument
+
+if TYPE_CHECKING:
+    from gateway.persistence.derived import StoredDerivations
+
+MAX_ROWS = 20
+"""Disagreements printed per session by default."""
+GROUP_SESSIONS = 200
+GROUP_EVENTS = 50_000
+PROGRESS_EVERY = 2.0
+"""Seconds between progress lines on stderr."""
+_CLASS_NAMES = {0: "LOG_ONLY", 1: "CURRENT", 2: "SHADOWED"}
+_DERIVED = ("surface", "replaced_by", "surface_label")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "sessions", nargs="*", metavar="SESSION", help="session ids to check (default: all)"
+    )
+    add_database_argument(parser)
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=MAX_ROWS,
+        metavar="N",
+        help=f"disagreements printed per session (default {MAX_ROWS}; the rest are counted)",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="print progress on stderr (default: when checking many sessions)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    """One stored value that is not what the fold derives."""
+
+    session_id: str
+    seq: int | None
+    what: str
+    stored: object
+    expected: object
+
+    def render(self) -> str:
+        where = "-" if self.seq is None else f"seq {self.seq}"
+        return (
+            f"{self.session_id}  {where}  {self.what}  "
+            f"stored {_show(self.what, self.stored)}  expected {_show(self.what, self.expected)}"
+        )
+
+
+def _show(what: str, value: object) -> str:
+    if value is None:
+        return "NULL"
+    if what == "surface" and isinstance(value, int) and value in _CLASS_NAMES:
+        return f"{value} ({_CLASS_NAMES[value]})"
+    return str(value)
+
+
+@dataclass(slots=True)
+class SessionCheck:
+    """The outcome for one session: `status` is agrees, disagrees, invalid or not-derived."""
+
+    session_id: str
+    status: str
+    events: int
+    disagreements: list[Disagreement] = field(default_factory=list)
+    reason: str | None = None
+
+
+def check_session(stored: StoredDerivations) -> SessionCheck:
+    """Compare one session's stored derivations with the fold of its stored log."""
+    from gateway.core.errors import SessionQueryError
+    from gateway.core.fold import SurfaceFold
+
+    sid, log = stored.header.id, stored.log
+    if len(log) != stored.event_count:
+        return SessionCheck(
+            sid,
+            "invalid",
+            len(log),
+            reason=f"the header counts {stored.event_count} events, the log has {len(log)}",
+        )
+    fold = SurfaceFold(log.__getitem__)
+    try:
+        for event in log:
+            fold.apply(event)
+    except SessionQueryError as exc:
+        return SessionCheck(sid, "invalid", len(log), reason=exc.message)
+    if stored.derived_count != stored.event_count:
+        return SessionCheck(
+            sid,
+            "not-derived",
+            len(log),
+            reason=f"derived_count is {stored.derived_count} of {stored.event_count} events",
+        )
+    out: list[Disagreement] = []
+    for seq, (have, want) in enumerate(zip(stored.derivations, fold.derivations(0), strict=True)):
+        if have != want:
+            for what, a, b in zip(
+                ("surface", "replaced_by", "surface_label"), have, want, strict=True
+            ):
+                if a != b:
+                    out.append(Disagreement(sid, seq, what, a, b))
+    expected = {
+        (source, event.seq)
+        for event in log
+        if event.source_event_seqs
+        for source in event.source_event_seqs
+    }
+    have_cites = set(stored.citations)
+    for seq, cited_by in sorted(have_cites ^ expected):
+        present = (seq, cited_by) in have_cites
+        out.append(
+            Disagreement(
+                sid,
+                seq,
+                f"citation by {cited_by}",
+                "present" if present else "absent",
+                "absent" if present else "present",
+            )
+        )
+    _, current, shadowed = fold.counts()
+    for what, a, b in (
+        ("current_count", stored.current_count, current),
+        ("shadowed_count", stored.shadowed_count, shadowed),
+    ):
+        if a != b:
+            out.append(Disagreement(sid, None, what, a, b))
+    return SessionCheck(sid, "disagrees" if out else "agrees", len(log), out)
+
+
+class Progress:
+    """Progress lines on stderr at most every PROGRESS_EVERY seconds, and a last one."""
+
+    def __init__(self, stream: TextIO, total: int, enabled: bool) -> None:
+        self.stream, self.total, self.enabled = stream, total, enabled
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, done: int, events: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self.last < PROGRESS_EVERY):
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        self.stream.write(
+            f"verified {done:,}/{self.total:,} sessions, {events:,} events ({rate:,.0f}/s)\n"
+        )
+        self.stream.flush()
+
+
+def _groups(counts: Sequence[tuple[str, int]]) -> Iterator[list[str]]:
+    """Session ids in groups read by one transaction each (bounded sessions and events)."""
+    group: list[str] = []
+    events = 0
+    for sid, count in counts:
+        if group and (len(group) >= GROUP_SESSIONS or events + count > GROUP_EVENTS):
+            yield group
+            group, events = [], 0
+        group.append(sid)
+        events += count
+    if group:
+        yield group
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    from gateway.persistence.engine import (
+        DatabaseUrlError,
+        default_database_url,
+        display_url,
+        is_sqlite,
+        normalize_url,
+        sqlite_file,
+    )
+    from gateway.persistence.errors import SchemaVersionError
+    from gateway.persistence.sql import SqlPersistence
+
+    if args.max_rows < 0:
+        print("session-gateway verify: --max-rows must be 0 or more", file=sys.stderr)
+        return 2
+    try:
+        url = normalize_url(args.database or default_database_url())
+    except DatabaseUrlError as exc:
+        print(f"session-gateway verify: {exc}", file=sys.stderr)
+        return 2
+    path = sqlite_file(url) if is_sqlite(url) else None
+    if path is not None and not path.is_file():
+        print(f"session-gateway verify: no database file at {path}", file=sys.stderr)
+        return 2
+    db = SqlPersistence(url, auto_migrate=False)
+    shown = display_url(db.url)
+    try:
+        try:
+            await db.ensure_schema()
+            if args.sessions:
+                named = list(dict.fromkeys(args.sessions))
+                found = await db.load_sessions(named)
+                missing = [sid for sid in named if sid not in found]
+                if missing:
+                    print(
+                        f"session-gateway verify: no stored session {', '.join(map(repr, missing))}"
+                        f" in {shown}",
+                        file=sys.stderr,
+                    )
+                    return 2
+            else:
+                found = await db.load_sessions(sorted(h.id for h in await db.list()))
+        except SchemaVersionError as exc:
+            print(f"session-gateway verify: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:
+            print(
+                f"session-gateway verify: cannot use database {shown}: "
+                f"{type(exc).__name__}: {str(exc).strip()}",
+                file=sys.stderr,
+            )
+            return 2
+        counts = [(sid, s.event_count) for sid, s in found.items()]
+        show = args.progress if args.progress is not None else len(counts) >= 1000
+        progress = Progress(sys.stderr, len(counts), show)
+        tally = {"agrees": 0, "disagrees": 0, "invalid": 0, "not-derived": 0}
+        rows = done = events = 0
+        try:
+            for group in _groups(counts):
+                stored = await db.read_derivations(group)
+                for sid in group:
+                    if sid not in stored:  # deleted meanwhile
+                        continue
+                    result = check_session(stored[sid])
+                    tally[result.status] += 1
+                    events += result.events
+                    rows += len(result.disagreements)
+                    _report(result, args.max_rows)
+                done += len(group)
+                progress(done, events)
+        except Exception as exc:
+            print(
+                f"session-gateway verify: reading {shown} failed: "
+                f"{type(exc).__name__}: {str(exc).strip()}",
+                file=sys.stderr,
+            )
+            return 2
+        progress(done, events, final=True)
+    finally:
+        await db.close()
+    print(
+        f"{shown}: {done:,} session(s), {events:,} events: {tally['agrees']:,} agree, "
+        f"{tally['disagrees']:,} disagree ({rows:,} value(s)), {tally['invalid']:,} invalid, "
+        f"{tally['not-derived']:,} not derived"
+    )
+    return 1 if tally["disagrees"] or tally["invalid"] else 0
+
+
+def _report(result: SessionCheck, max_rows: int) -> None:
+    if result.status == "invalid":
+        print(f"{result.session_id}  INVALID  {result.reason}")
+    elif result.status == "not-derived":
+        print(f"{result.session_id}  not derived ({result.reason}); readers fold it themselves")
+    for row in result.disagreements[:max_rows]:
+        print(row.render())
+    hidden = len(result.disagreements) - max_rows
+    if hidden > 0:
+        print(f"{result.session_id}  ... and {hidden:,} more disagreement(s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_verify(args))
