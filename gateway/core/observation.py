@@ -84,6 +84,7 @@ class Observation:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._live_headers: dict[str, SessionHeader] | None = None
         self._live_sessions: dict[str, LiveSession] = {}
+        self._seen_stored: dict[str, SessionHeader] = {}  # headers stored answers included
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -143,7 +144,9 @@ class Observation:
         return cast(Batcher[K, V], loader)
 
     async def _load(self, name: str, what: str, fetch: Any, key: Any) -> Any:
-        return await self._batcher(name, what, fetch).load(key)
+        """One key of one batched backend question, asked once per observation."""
+        loader = self._batcher(name, what, fetch)
+        return await self._once(("ask", name, key), lambda: loader.load(key))
 
     # -- the live side (never touches persistence) -------------------------------------
 
@@ -360,8 +363,10 @@ class Observation:
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[StoredEvent]:
         derived = self._caps.derived
         assert derived is not None
-        loader = self._batcher("read_events_at", "read events", derived.read_events_at)
-        found = await asyncio.gather(*(loader.load((session_id, s)) for s in seqs))
+        fetch = derived.read_events_at
+        found = await asyncio.gather(
+            *(self._load("read_events_at", "read events", fetch, (session_id, s)) for s in seqs)
+        )
         if any(f is None for f in found):
             raise _not_found(session_id, "its log changed in persistence while being read")
         return cast(list[StoredEvent], found)
@@ -440,16 +445,24 @@ class Observation:
         live = self.live_headers().get(session_id)
         if live is not None:
             return await self.live_record(live)
+        seen = self._seen_stored.get(session_id)
+        if seen is not None:
+            return SessionRecord(seen, live=False, persisted=True)
         stored = await self.stored(session_id)
         return None if stored is None else SessionRecord(stored.header, False, True)
 
     async def _records_of(self, headers: Sequence[SessionHeader]) -> list[SessionRecord]:
+        """Records for headers an answer includes: live ones checked against the backend
+        (all at once), stored ones remembered so that a later `record()` asks nothing."""
         live = self.live_headers()
+        checks = [self.live_record(live[h.id]) for h in headers if h.id in live]
+        checked = iter(await asyncio.gather(*checks))
         out = []
         for header in headers:
             if header.id in live:
-                out.append(await self.live_record(live[header.id]))
+                out.append(next(checked))
             else:
+                self._seen_stored.setdefault(header.id, header)
                 out.append(SessionRecord(header, live=False, persisted=True))
         return out
 
@@ -540,46 +553,58 @@ class Observation:
         return cast(dict[str, SessionHeader], found or {})
 
     async def _lineage(self, session_id: str) -> dict[str, SessionRecord]:
-        corpus = self._caps.corpus
-        live = self.live_headers()
-        headers: dict[str, SessionHeader] = {}
         target = await self.record(session_id)
         if target is None:
             raise _not_found(session_id, "it is not in the corpus")
-        headers[session_id] = target.header
-        # up: follow parent links, asking the backend for whole stored chains at once
-        stored_up: dict[str, SessionHeader] = {}
-        node = target.header.parent_session
-        while node is not None and node not in headers:
+        up, down = await asyncio.gather(
+            self._ancestors(target.header), self._descendants(target.header)
+        )
+        headers = {session_id: target.header, **up, **down}
+        live = self.live_headers()
+        records = await self._records_of([live.get(sid, h) for sid, h in headers.items()])
+        return {r.header.id: r for r in records}
+
+    async def _ancestors(self, target: SessionHeader) -> dict[str, SessionHeader]:
+        """The parent chain of `target` up to the first id the corpus lacks or a revisit,
+        asking the backend for whole stored chains at once."""
+        corpus = self._caps.corpus
+        live = self.live_headers()
+        chain: dict[str, SessionHeader] = {}
+        stored: dict[str, SessionHeader] = {}
+        node = target.parent_session
+        while node is not None and node != target.id and node not in chain:
             if node in live:
-                headers[node] = live[node]
+                chain[node] = live[node]
             else:
-                if node not in stored_up and corpus is not None:
-                    stored_up.update(await self._reach("load_ancestry", corpus.load_ancestry, node))
-                if node not in stored_up:
+                if node not in stored and corpus is not None:
+                    stored.update(await self._reach("load_ancestry", corpus.load_ancestry, node))
+                if node not in stored:
                     break
-                headers[node] = stored_up[node]
-            node = headers[node].parent_session
-        # down: stored descendants by the backend, live ones by the overlay, until closed
+                chain[node] = stored[node]
+            node = chain[node].parent_session
+        return chain
+
+    async def _descendants(self, target: SessionHeader) -> dict[str, SessionHeader]:
+        """Every session below `target`: stored ones by the backend's walk, live ones by
+        the overlay, walking again below live sessions until nothing new is reached."""
+        corpus = self._caps.corpus
+        live = self.live_headers()
         seeded: set[str] = set()
-        frontier = [session_id]
-        down: dict[str, SessionHeader] = {}
-        while frontier:
+        frontier = [target.id]
+        pool: dict[str, SessionHeader] = {}
+        while True:
             seeded.update(frontier)
             if corpus is not None:
                 parts = await asyncio.gather(
                     *(self._reach("load_descendancy", corpus.load_descendancy, f) for f in frontier)
                 )
                 for part in parts:
-                    down.update(part)
-            for sid, header in live.items():
-                down.setdefault(sid, header)
-            reached = _reachable(session_id, {**down, **live}, headers)
+                    pool.update(part)
+            pool.update(live)
+            reached = _reachable(target, pool)
             frontier = [sid for sid in reached if sid in live and sid not in seeded]
-        for sid in _reachable(session_id, {**down, **live}, headers):
-            headers.setdefault(sid, live.get(sid) or down[sid])
-        records = await self._records_of([live.get(sid, h) for sid, h in headers.items()])
-        return {r.header.id: r for r in records}
+            if not frontier:
+                return {sid: pool[sid] for sid in reached}
 
 
 class StoredView(SessionView):
@@ -652,18 +677,16 @@ class StoredView(SessionView):
         return [self._classify(r) for r in rows]
 
 
-def _reachable(
-    root: str, pool: dict[str, SessionHeader], fixed: dict[str, SessionHeader]
-) -> list[str]:
-    """Ids below `root` through child links among `pool` (ids in `fixed` use that header)."""
+def _reachable(root: SessionHeader, pool: dict[str, SessionHeader]) -> list[str]:
+    """Ids below `root` through child links among `pool` (excluding the root itself)."""
     index: dict[str, list[str]] = {}
     for sid, header in pool.items():
-        parent = (fixed.get(sid) or header).parent_session
-        if parent is not None:
+        parent = header.parent_session
+        if parent is not None and sid != root.id:
             index.setdefault(parent, []).append(sid)
     out: list[str] = []
-    seen = {root}
-    stack = [root]
+    seen = {root.id}
+    stack = [root.id]
     while stack:
         for child in index.get(stack.pop(), ()):
             if child not in seen:
