@@ -21,7 +21,7 @@ with the key's position `k`. Each call runs in one read transaction.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -29,9 +29,12 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
+    CompoundSelect,
     Select,
     and_,
+    bindparam,
     cast,
     literal_column,
     null,
@@ -112,33 +115,57 @@ def _tag(k: int) -> ColumnElement[Any]:
     return literal_column(str(int(k))).label("k")
 
 
+def _p(name: str, k: int) -> BindParameter[Any]:
+    """The bound parameter `name` of the key at position `k`."""
+    return bindparam(f"{name}{k}")
+
+
 def _not_indexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
     """`column + 0`: the same value, but not a term an index on `column` can serve, so
     the planner scans the index the other terms name (see `_shadowed_later`)."""
     return column + 0
 
 
-def _shadowed_later(session_id: str, as_of: int) -> ColumnElement[bool]:
-    """Rows stored SHADOWED whose replacer came at or after `as_of`: CURRENT as of it.
+def _shadowed_later(k: int) -> ColumnElement[bool]:
+    """Rows stored SHADOWED whose replacer came at or after as_of: CURRENT as of it.
 
     Served by `ix_events_replaced_by` (usually an empty range: replacers >= as_of
     are the appends made after the reader's snapshot).
     """
-    return and_(events.c.session_id == session_id, events.c.replaced_by >= as_of)
+    return and_(events.c.session_id == _p("sid", k), events.c.replaced_by >= _p("n", k))
 
 
-def _compound(parts: builtins.list[Select[Any]], *order: str) -> Select[Any] | Any:
+_Stmt = Select[Any] | CompoundSelect[Any]
+
+
+def _compound(parts: builtins.list[Select[Any]], *order: str) -> _Stmt:
     if len(parts) == 1:
         return parts[0].order_by(*order)
     return union_all(*parts).order_by(*order)
 
 
-def _wrapped(part: Select[Any], limit: int | None) -> Select[Any]:
-    """A part with its own ORDER BY seq LIMIT, as a subquery a compound can hold."""
-    if limit is None:
+def _wrapped(part: Select[Any], k: int | None, by: ColumnElement[Any] | None = None) -> Select[Any]:
+    """A part with its own ORDER BY seq LIMIT :lim{k}, as a subquery a compound can hold
+    (no limit when `k` is None). `by` orders by another expression of seq instead."""
+    if k is None:
         return part
-    inner = part.order_by(events.c.seq).limit(limit).subquery()
+    inner = part.order_by(events.c.seq if by is None else by).limit(_p("lim", k)).subquery()
     return select(*inner.c)
+
+
+_STATEMENTS: dict[tuple[Any, ...], _Stmt] = {}
+_STATEMENTS_MAX = 1024
+
+
+def _statement(key: tuple[Any, ...], build: Callable[[Any], _Stmt], arg: Any) -> _Stmt:
+    """A statement built once per shape (building a compound of many parts costs more
+    than running it); the parameters are bound per call."""
+    found = _STATEMENTS.get(key)
+    if found is None:
+        if len(_STATEMENTS) >= _STATEMENTS_MAX:
+            _STATEMENTS.clear()
+        found = _STATEMENTS[key] = build(arg)
+    return found
 
 
 class SqlDerivedReads(SqlBase):
@@ -240,8 +267,12 @@ class SqlDerivedReads(SqlBase):
                 if _bounds(query) is not None:
                     asked.append(query)
             for chunk in _chunks(asked, _KEY_CHUNK):
-                parts = [part for k, q in enumerate(chunk) for part in _event_parts(q, k)]
-                rows = (await conn.execute(_compound(parts, "k", "seq"))).all()
+                shapes = tuple(_shape(q) for q in chunk)
+                statement = _statement(("events", shapes), _events_statement, shapes)
+                params: dict[str, Any] = {}
+                for k, q in enumerate(chunk):
+                    params.update(_event_params(q, k))
+                rows = (await conn.execute(statement, params)).all()
                 for k, found in _by_key(rows):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found)
@@ -256,19 +287,17 @@ class SqlDerivedReads(SqlBase):
         for sid, seq in dict.fromkeys(keys):
             by_session.setdefault(sid, []).append(seq)
         out: dict[tuple[str, int], StoredEvent] = {}
-        columns = [events.c.session_id.label("sid"), *_event_columns(True)]
         async with self._reading() as conn:
             for chunk in _chunks(_flatten(by_session), _AT_CHUNK):
                 grouped: dict[str, builtins.list[int]] = {}
                 for sid, seq in chunk:
                     grouped.setdefault(sid, []).append(seq)
-                condition = or_(
-                    *(
-                        and_(events.c.session_id == sid, events.c.seq.in_(seqs))
-                        for sid, seqs in grouped.items()
-                    )
-                )
-                rows = (await conn.execute(select(*columns).where(condition))).all()
+                m = len(grouped)
+                statement = _statement(("at", m), _events_at_statement, m)
+                params: dict[str, Any] = {}
+                for j, (sid, seqs) in enumerate(grouped.items()):
+                    params[f"sid{j}"], params[f"seqs{j}"] = sid, seqs
+                rows = (await conn.execute(statement, params)).all()
                 sids = [row[0] for row in rows]
                 for sid, stored in zip(
                     sids, _stored_events_from_rows(row[1:] for row in rows), strict=True
@@ -283,8 +312,6 @@ class SqlDerivedReads(SqlBase):
         `as_of` events, in model-visible order, payloads included."""
         wanted = builtins.list(dict.fromkeys(keys))
         out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
-        columns = _event_columns(True)
-        label = events.c.surface_label.label("surface_label")
         async with self._reading() as conn:
             known = await _stored_ids(conn, (sid for sid, _ in wanted))
             asked = []
@@ -294,21 +321,12 @@ class SqlDerivedReads(SqlBase):
                     if key[1] > 0:
                         asked.append(key)
             for chunk in _chunks(asked, _KEY_CHUNK):
-                parts: builtins.list[Select[Any]] = []
+                m = len(chunk)
+                statement = _statement(("surfaces", m), _surfaces_statement, m)
+                params: dict[str, Any] = {}
                 for k, (sid, as_of) in enumerate(chunk):
-                    parts.append(
-                        select(_tag(k), *columns, label).where(
-                            events.c.session_id == sid,
-                            events.c.surface == CURRENT_CODE,
-                            events.c.seq < as_of,
-                        )
-                    )
-                    parts.append(
-                        select(_tag(k), *columns, label).where(
-                            _shadowed_later(sid, as_of), _not_indexed(events.c.seq) < as_of
-                        )
-                    )
-                rows = (await conn.execute(_compound(parts, "k", "surface_label"))).all()
+                    params[f"sid{k}"], params[f"n{k}"] = sid, as_of
+                rows = (await conn.execute(statement, params)).all()
                 for k, found in _by_key(rows):
                     out[chunk[k]] = _stored_events_from_rows(row[:-1] for row in found)
         return out
@@ -348,50 +366,126 @@ def _bounds(query: EventQuery) -> tuple[int, frozenset[int]] | None:
     return hi, codes
 
 
-def _event_parts(query: EventQuery, k: int) -> builtins.list[Select[Any]]:
-    """The index-range subqueries answering one ranged read (none when it is empty)."""
+_Shape = tuple["frozenset[int] | None", bool, bool]
+"""A ranged read's statement shape: class codes (None: all), limited, with payloads."""
+
+
+def _shape(query: EventQuery) -> _Shape:
     bounds = _bounds(query)
-    if bounds is None:
-        return []
-    hi, codes = bounds
-    sid, as_of, limit = query.session_id, query.as_of, query.limit
-    columns = [_tag(k), *_event_columns(query.with_data)]
-    in_range = and_(events.c.session_id == sid, events.c.seq >= query.lo, events.c.seq <= hi)
-    if codes == _ALL_CODES:
-        return [_wrapped(select(*columns).where(in_range), limit)]
-    parts = []
-    if LOG_ONLY_CODE in codes:
-        parts.append(select(*columns).where(in_range, events.c.surface == LOG_ONLY_CODE))
-    if CURRENT_CODE in codes:
-        parts.append(select(*columns).where(in_range, events.c.surface == CURRENT_CODE))
-        seq = _not_indexed(events.c.seq)
-        parts.append(
-            select(*columns).where(_shadowed_later(sid, as_of), seq >= query.lo, seq <= hi)
+    assert bounds is not None
+    codes = bounds[1]
+    return (None if codes == _ALL_CODES else codes, query.limit is not None, query.with_data)
+
+
+def _event_params(query: EventQuery, k: int) -> dict[str, Any]:
+    bounds = _bounds(query)
+    assert bounds is not None
+    params = {f"sid{k}": query.session_id, f"lo{k}": query.lo, f"hi{k}": bounds[0]}
+    params[f"n{k}"] = query.as_of
+    if query.limit is not None:
+        params[f"lim{k}"] = query.limit
+    return params
+
+
+def _events_statement(shapes: tuple[_Shape, ...]) -> _Stmt:
+    """The ranged reads of one chunk: index-range parts per key, each with its limit."""
+    parts: builtins.list[Select[Any]] = []
+    for k, (codes, limited, with_data) in enumerate(shapes):
+        columns = [_tag(k), *_event_columns(with_data)]
+        sid, lo, hi = _p("sid", k), _p("lo", k), _p("hi", k)
+        in_range = and_(events.c.session_id == sid, events.c.seq >= lo, events.c.seq <= hi)
+        limit = k if limited else None
+        if codes is None:
+            parts.append(_wrapped(select(*columns).where(in_range), limit))
+            continue
+        if LOG_ONLY_CODE in codes:
+            part = select(*columns).where(in_range, events.c.surface == LOG_ONLY_CODE)
+            parts.append(_wrapped(part, limit))
+        if CURRENT_CODE in codes:
+            part = select(*columns).where(in_range, events.c.surface == CURRENT_CODE)
+            parts.append(_wrapped(part, limit))
+            # ordered by an expression, so that no plan walks the primary key for the order
+            seq = _not_indexed(events.c.seq)
+            part = select(*columns).where(_shadowed_later(k), seq >= lo, seq <= hi)
+            parts.append(_wrapped(part, limit, by=seq))
+        if SHADOWED_CODE in codes:
+            part = select(*columns).where(
+                in_range, events.c.surface == SHADOWED_CODE, events.c.replaced_by < _p("n", k)
+            )
+            parts.append(_wrapped(part, limit))
+    return _compound(parts, "k", "seq")
+
+
+def _events_at_statement(m: int) -> Select[Any]:
+    """Single events of `m` sessions: `seq IN :seqs{j}` of session `:sid{j}` each."""
+    condition = or_(
+        *(
+            and_(
+                events.c.session_id == _p("sid", j),
+                events.c.seq.in_(bindparam(f"seqs{j}", expanding=True)),
+            )
+            for j in range(m)
         )
-    if SHADOWED_CODE in codes:
+    )
+    return select(events.c.session_id.label("sid"), *_event_columns(True)).where(condition)
+
+
+def _surfaces_statement(m: int) -> _Stmt:
+    """The surfaces of `m` keys as of their lengths, each in label order."""
+    columns = [*_event_columns(True), events.c.surface_label.label("surface_label")]
+    parts: builtins.list[Select[Any]] = []
+    for k in range(m):
+        n = _p("n", k)
         parts.append(
-            select(*columns).where(
-                in_range, events.c.surface == SHADOWED_CODE, events.c.replaced_by < as_of
+            select(_tag(k), *columns).where(
+                events.c.session_id == _p("sid", k),
+                events.c.surface == CURRENT_CODE,
+                events.c.seq < n,
             )
         )
-    return [_wrapped(part, limit) for part in parts]
+        parts.append(
+            select(_tag(k), *columns).where(_shadowed_later(k), _not_indexed(events.c.seq) < n)
+        )
+    return _compound(parts, "k", "surface_label")
 
 
 async def _chains(
     conn: AsyncConnection, chunk: Sequence[tuple[str, int, int]]
 ) -> dict[int, tuple[int, ...]]:
     """Each key's replacement chain as of its length: one recursive query for the chunk."""
+    m = len(chunk)
+    statement = _statement(("chains", m), _chains_statement, m)
+    rows: Sequence[Any] = (await conn.execute(statement, _trace_params(chunk))).all()
+    out: dict[int, builtins.list[int]] = {}
+    for row in rows:
+        out.setdefault(int(row[0]), []).append(int(row[1]))
+    return {k: tuple(seqs) for k, seqs in out.items()}
+
+
+def _trace_params(chunk: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for k, (sid, seq, as_of) in enumerate(chunk):
+        params[f"sid{k}"], params[f"seq{k}"], params[f"n{k}"] = sid, seq, as_of
+    return params
+
+
+def _chains_statement(m: int) -> Select[Any]:
+    """A recursive query following `replaced_by` from each key's event while < as_of."""
     anchors = [
         select(
             _tag(k),
             events.c.session_id.label("sid"),
-            cast(literal_column(str(int(as_of))), BigInteger).label("as_of"),
+            cast(bindparam(f"n{k}", type_=BigInteger), BigInteger).label("as_of"),
             events.c.replaced_by.label("seq"),
             literal_column("1").label("depth"),
-        ).where(events.c.session_id == sid, events.c.seq == seq, events.c.replaced_by < as_of)
-        for k, (sid, seq, as_of) in enumerate(chunk)
+        ).where(
+            events.c.session_id == _p("sid", k),
+            events.c.seq == _p("seq", k),
+            events.c.replaced_by < _p("n", k),
+        )
+        for k in range(m)
     ]
-    start = (anchors[0] if len(anchors) == 1 else union_all(*anchors)).subquery("anchor")
+    start = (anchors[0] if m == 1 else union_all(*anchors)).subquery("anchor")
     chain = select(*start.c).cte("chain", recursive=True)
     step = events.alias("step")
     chain = chain.union_all(
@@ -401,19 +495,26 @@ async def _chains(
             step.c.replaced_by < chain.c.as_of,
         )
     )
-    rows = (await conn.execute(select(chain.c.k, chain.c.seq).order_by("k", "depth"))).all()
-    out: dict[int, builtins.list[int]] = {}
-    for k, seq in rows:
-        out.setdefault(int(k), []).append(int(seq))
-    return {k: tuple(seqs) for k, seqs in out.items()}
+    return select(chain.c.k, chain.c.seq).order_by("k", "depth")
 
 
 async def _relations(
     conn: AsyncConnection, chunk: Sequence[tuple[str, int, int]]
 ) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
     """Each key's replaced seqs (surface order) and citers < as_of (ascending)."""
+    m = len(chunk)
+    statement = _statement(("relations", m), _relations_statement, m)
+    rows: Sequence[Any] = (await conn.execute(statement, _trace_params(chunk))).all()
+    found: dict[int, tuple[builtins.list[int], builtins.list[int]]] = {}
+    for row in rows:
+        found.setdefault(int(row[0]), ([], []))[int(row[1])].append(int(row[2]))
+    return {k: (tuple(replaced), tuple(derived)) for k, (replaced, derived) in found.items()}
+
+
+def _relations_statement(m: int) -> _Stmt:
     parts: builtins.list[Select[Any]] = []
-    for k, (sid, seq, as_of) in enumerate(chunk):
+    for k in range(m):
+        sid, seq = _p("sid", k), _p("seq", k)
         parts.append(
             select(
                 _tag(k),
@@ -431,14 +532,10 @@ async def _relations(
             ).where(
                 citations.c.session_id == sid,
                 citations.c.seq == seq,
-                citations.c.cited_by < as_of,
+                citations.c.cited_by < _p("n", k),
             )
         )
-    rows = (await conn.execute(_compound(parts, "k", "kind", "position"))).all()
-    found: dict[int, tuple[builtins.list[int], builtins.list[int]]] = {}
-    for k, kind, value, _ in rows:
-        found.setdefault(int(k), ([], []))[int(kind)].append(int(value))
-    return {k: (tuple(replaced), tuple(derived)) for k, (replaced, derived) in found.items()}
+    return _compound(parts, "k", "kind", "position")
 
 
 async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:
