@@ -21,7 +21,8 @@ with the key's position `k`. Each call runs in one read transaction.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -40,6 +41,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
     union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -64,6 +66,7 @@ _KEY_CHUNK = 100
 """Keys per statement (SQLite allows 500 terms in a compound SELECT; a key uses <= 3)."""
 _ID_CHUNK = 500
 _AT_CHUNK = 500
+_NO_JIT = text("SET LOCAL jit = off")
 _ALL_CODES = frozenset({LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE})
 
 _SELECT_SESSIONS = select(
@@ -171,6 +174,16 @@ def _statement(key: tuple[Any, ...], build: Callable[[Any], _Stmt], arg: Any) ->
 class SqlDerivedReads(SqlBase):
     """Pages of classified events, single events, surfaces and traces by index."""
 
+    @asynccontextmanager
+    async def _derived_reading(self) -> AsyncIterator[AsyncConnection]:
+        """A read transaction for the compound reads here. On PostgreSQL without JIT:
+        a compound of many index lookups (a recursive one above all) is estimated
+        expensive enough to be JIT-compiled, which costs ~100x what running it does."""
+        async with self._reading() as conn:
+            if conn.dialect.name == "postgresql":
+                await conn.execute(_NO_JIT)
+            yield conn
+
     async def load_sessions(self, session_ids: Sequence[str]) -> dict[str, StoredSession]:
         """Header, log size and class counts of each stored id (one read of the row).
 
@@ -257,7 +270,7 @@ class SqlDerivedReads(SqlBase):
         """
         wanted = builtins.list(dict.fromkeys(queries))
         out: dict[EventQuery, builtins.list[StoredEvent]] = {}
-        async with self._reading() as conn:
+        async with self._derived_reading() as conn:
             known = await _stored_ids(conn, (q.session_id for q in wanted))
             asked = []
             for query in wanted:
@@ -287,7 +300,7 @@ class SqlDerivedReads(SqlBase):
         for sid, seq in dict.fromkeys(keys):
             by_session.setdefault(sid, []).append(seq)
         out: dict[tuple[str, int], StoredEvent] = {}
-        async with self._reading() as conn:
+        async with self._derived_reading() as conn:
             for chunk in _chunks(_flatten(by_session), _AT_CHUNK):
                 grouped: dict[str, builtins.list[int]] = {}
                 for sid, seq in chunk:
@@ -312,7 +325,7 @@ class SqlDerivedReads(SqlBase):
         `as_of` events, in model-visible order, payloads included."""
         wanted = builtins.list(dict.fromkeys(keys))
         out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
-        async with self._reading() as conn:
+        async with self._derived_reading() as conn:
             known = await _stored_ids(conn, (sid for sid, _ in wanted))
             asked = []
             for key in wanted:
@@ -339,7 +352,7 @@ class SqlDerivedReads(SqlBase):
         wanted = builtins.list(dict.fromkeys(keys))
         out: dict[tuple[str, int, int], StoredTrace] = {}
         empty = StoredTrace((), (), ())
-        async with self._reading() as conn:
+        async with self._derived_reading() as conn:
             known = await _stored_ids(conn, (sid for sid, _, _ in wanted))
             asked = []
             for key in wanted:
@@ -488,14 +501,23 @@ def _chains_statement(m: int) -> Select[Any]:
     start = (anchors[0] if m == 1 else union_all(*anchors)).subquery("anchor")
     chain = select(*start.c).cte("chain", recursive=True)
     step = events.alias("step")
-    chain = chain.union_all(
-        select(chain.c.k, chain.c.sid, chain.c.as_of, step.c.replaced_by, chain.c.depth + 1).where(
+    # The next replacer as a correlated scalar lookup by primary key (NULL past the end,
+    # which stops the recursion): a join here lets PostgreSQL hash the whole table.
+    following = (
+        select(step.c.replaced_by)
+        .where(
             step.c.session_id == chain.c.sid,
             step.c.seq == chain.c.seq,
             step.c.replaced_by < chain.c.as_of,
         )
+        .scalar_subquery()
     )
-    return select(chain.c.k, chain.c.seq).order_by("k", "depth")
+    chain = chain.union_all(
+        select(chain.c.k, chain.c.sid, chain.c.as_of, following, chain.c.depth + 1).where(
+            chain.c.seq.is_not(None)
+        )
+    )
+    return select(chain.c.k, chain.c.seq).where(chain.c.seq.is_not(None)).order_by("k", "depth")
 
 
 async def _relations(
