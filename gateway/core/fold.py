@@ -138,7 +138,6 @@ class SurfaceFold:
 
     __slots__ = (
         "_by_seq",
-        "_counts",
         "_head",
         "_label",
         "_lookup",
@@ -162,7 +161,6 @@ class SurfaceFold:
         self._replacements: list[Replacement] = []
         self._replaced_by: dict[int, int] = {}
         self._by_seq: dict[int, Replacement] = {}
-        self._counts = [0, 0, 0]  # events per class code now
 
     def __len__(self) -> int:
         return len(self._states)
@@ -184,7 +182,6 @@ class SurfaceFold:
             self._label.append(_NONE)
             self._prev.append(_NONE)
             self._next.append(_NONE)
-            self._counts[_LOG_ONLY] += 1
             return
         if op is None:
             raise _reject(3, seq, f"surface type {etype!r} has no surfaceOp")
@@ -193,7 +190,6 @@ class SurfaceFold:
         if op == "append":
             self._link_tail(seq)
             states.append(_CURRENT)
-            self._counts[_CURRENT] += 1
             return
         start, end = _parse_replace(seq, op)
         shadowed = self._range(seq, start, end)
@@ -266,9 +262,6 @@ class SurfaceFold:
         else:
             prev[after] = seq
         states.append(_CURRENT)
-        counts = self._counts
-        counts[_CURRENT] += 1 - len(shadowed)
-        counts[_SHADOWED] += len(shadowed)
         made = Replacement(seq, start, end, tuple(shadowed))
         self._replacements.append(made)
         self._by_seq[seq] = made
@@ -279,11 +272,6 @@ class SurfaceFold:
     def codes(self) -> bytearray:
         """The class code of every event now, by seq (read it under the owner's lock)."""
         return self._states
-
-    def counts(self) -> tuple[int, int, int]:
-        """Events per class code now: (log-only, current, shadowed)."""
-        log_only, current, shadowed = self._counts
-        return log_only, current, shadowed
 
     def nodes_linked(self) -> tuple[int, list[int]]:
         """The surface's head and the `next` links (read under the owner's lock)."""

@@ -204,16 +204,12 @@ class LiveView(SessionView):
             s for made in self._fold.replacements_since(n) for s in made.shadowed if s < n
         )
 
-    def _counts(self) -> tuple[int, int, int]:
-        """Events per class as of length (lock held): now, minus what came since."""
-        fold, n = self._fold, self.length
-        counts = list(fold.counts())
-        for seq in range(n, len(fold)):
-            counts[fold.code(seq)] -= 1
-        revived = len(self._revived())
-        counts[SHADOWED] -= revived
-        counts[CURRENT] += revived
-        return counts[0], counts[1], counts[2]
+    def _counts(self, revived: int) -> tuple[int, int, int]:
+        """Events per class as of length (lock held): a C-speed count of the codes
+        below length, with the `revived` ones (shadowed since) counted as current."""
+        codes, n = self._fold.codes, self.length
+        log_only, current, shadowed = (codes.count(bytes((c,)), 0, n) for c in range(3))
+        return log_only, current + revived, shadowed - revived
 
     async def page(
         self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
@@ -232,7 +228,7 @@ class LiveView(SessionView):
                 seqs, has_next, has_previous = _filtered_page(
                     self._fold.codes, codes, start, n, first, revived
                 )
-                counts = self._counts()
+                counts = self._counts(len(revived))
                 total = sum(counts[c] for c in codes)
             items = [Classified(events[s], self._class(s)) for s in seqs]
         return EventPage(items, has_next, has_previous, total)
