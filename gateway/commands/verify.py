@@ -160,7 +160,8 @@ def check_session(stored: StoredDerivations) -> SessionCheck:
                 "absent" if present else "present",
             )
         )
-    _, current, shadowed = fold.counts()
+    codes = fold.codes
+    current, shadowed = codes.count(1), codes.count(2)
     for what, a, b in (
         ("current_count", stored.current_count, current),
         ("shadowed_count", stored.shadowed_count, shadowed),
