@@ -36,7 +36,7 @@ from typing import Literal
 from gateway.core.errors import SessionQueryError
 from gateway.dsh_jsonl import Artifact, ArtifactError, read_artifact
 from gateway.persistence.errors import PersistenceError
-from gateway.persistence.sql import SqlPersistence
+from gateway.persistence.sql import ImportOutcome, SqlPersistence
 
 Status = Literal["imported", "unchanged", "replaced", "refused"]
 STATUSES: tuple[Status, ...] = ("imported", "unchanged", "replaced", "refused")
@@ -85,30 +85,58 @@ class ImportSummary:
 def collect_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[FileReport]]:
     """The files to import, and refusals for paths that do not exist.
 
-    A directory stands for every `*.jsonl` file below it (recursively, sorted by
-    path); a file is taken as given, whatever its name. Duplicates are dropped.
+    A directory stands for every `*.jsonl` file below it (recursively, not into
+    symlinked directories, sorted by path); a file is taken as given, whatever
+    its name. Duplicates (the same file reached twice) are dropped.
     """
     files: list[Path] = []
     missing: list[FileReport] = []
-    seen: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(
-                (p for p in path.rglob(f"*{ARTIFACT_SUFFIX}") if p.is_file()),
-                key=lambda p: p.as_posix(),
-            )
+            found = [(Path(name), key) for name, key in _artifacts_below(str(path))]
         elif path.exists():
-            found = [path]
+            stat = path.stat()
+            found = [(path, (stat.st_dev, stat.st_ino))]
         else:
             missing.append(FileReport(str(path), "refused", reason="no such file or directory"))
             continue
-        for p in found:
-            key = p.resolve()
+        for p, key in found:
             if key not in seen:
                 seen.add(key)
                 files.append(p)
     return files, missing
+
+
+def _artifacts_below(root: str) -> list[tuple[str, tuple[int, int]]]:
+    """(path, (device, inode)) of every `*.jsonl` file below `root`, sorted by path.
+
+    One `scandir` per directory: a directory entry's type and inode come with it,
+    so a tree of many small files costs no system call per file.
+    """
+    out: list[tuple[str, tuple[int, int]]] = []
+    stack = [(root, os.stat(root).st_dev)]
+    while stack:
+        directory, device = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:  # unreadable: skipped, as a glob skips it
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, entry.stat(follow_symlinks=False).st_dev))
+                elif entry.name.endswith(ARTIFACT_SUFFIX) and entry.is_file():
+                    if entry.is_symlink():
+                        target = os.stat(entry.path)
+                        out.append((entry.path, (target.st_dev, target.st_ino)))
+                    else:
+                        out.append((entry.path, (device, entry.inode())))
+            except OSError:  # vanished or unreadable meanwhile
+                continue
+    out.sort()
+    return out
 
 
 def _located(exc: ArtifactError) -> str:
@@ -117,36 +145,61 @@ def _located(exc: ArtifactError) -> str:
     return f"line {exc.line}: {exc.message}"
 
 
+def _read(path: Path) -> Artifact | FileReport:
+    """The parsed artifact, or the refusal of a file that cannot be read or parsed."""
+    try:
+        return read_artifact(path)
+    except ArtifactError as exc:
+        return FileReport(str(path), "refused", reason=_located(exc))
+    except OSError as exc:
+        return FileReport(str(path), "refused", reason=f"cannot read it: {exc.strerror or exc}")
+
+
+def _read_all(paths: Sequence[Path]) -> list[Artifact | FileReport]:
+    return [_read(path) for path in paths]
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, SessionQueryError):
+        return exc.message
+    if isinstance(exc, PersistenceError):
+        return str(exc)
+    return f"could not be written: {type(exc).__name__}: {str(exc).strip()}"
+
+
+def _outcome_report(
+    path: Path, artifact: Artifact, outcome: ImportOutcome | BaseException
+) -> FileReport:
+    header, events, warnings = artifact.header, artifact.events, artifact.warnings
+    if isinstance(outcome, BaseException):
+        reason = _reason(outcome)
+        return FileReport(str(path), "refused", header.id, 0, reason=reason, warnings=warnings)
+    status: Status = "imported" if outcome == "created" else outcome
+    return FileReport(str(path), status, header.id, len(events), warnings=warnings)
+
+
 async def import_file(backend: SqlPersistence, path: Path, *, replace: bool = False) -> FileReport:
     """Import one artifact file; never raises for a bad file (see the module docstring).
 
     Errors of the database itself (connection refused, timeouts) are reported as
     a refusal of this file too, with the driver's message.
     """
-    name = str(path)
+    read = await asyncio.to_thread(_read, path)
+    if isinstance(read, FileReport):
+        return read
+    outcome: ImportOutcome | BaseException
     try:
-        artifact: Artifact = await asyncio.to_thread(read_artifact, path)
-    except ArtifactError as exc:
-        return FileReport(name, "refused", reason=_located(exc))
-    except OSError as exc:
-        return FileReport(name, "refused", reason=f"cannot read it: {exc.strerror or exc}")
-    header, events, warnings = artifact.header, artifact.events, artifact.warnings
-    try:
-        outcome = await backend.import_log(header, events, replace=replace)
-    except SessionQueryError as exc:
-        reason = exc.message
-    except PersistenceError as exc:
-        reason = str(exc)
-    except Exception as exc:  # the database failed (or refused the write): report, go on
-        reason = f"could not be written: {type(exc).__name__}: {str(exc).strip()}"
-    else:
-        status: Status = "imported" if outcome == "created" else outcome
-        return FileReport(name, status, header.id, len(events), warnings=warnings)
-    return FileReport(name, "refused", header.id, 0, reason=reason, warnings=warnings)
+        outcome = await backend.import_log(read.header, read.events, replace=replace)
+    except Exception as exc:  # the log, or the database, refused it: report, go on
+        outcome = exc
+    return _outcome_report(path, read, outcome)
 
 
 ProgressCallback = Callable[[int, int, FileReport], None]
 """Called after each file with (files done, files total, that file's report)."""
+
+BATCH_FILES = 500
+"""Files read (in a worker thread) and written (`SqlPersistence.import_many`) together."""
 
 
 async def import_paths(
@@ -155,14 +208,47 @@ async def import_paths(
     *,
     replace: bool = False,
     progress: ProgressCallback | None = None,
+    collected: tuple[list[Path], list[FileReport]] | None = None,
 ) -> ImportSummary:
-    """Import every artifact under `paths` (files and directories), one file at a time."""
-    files, missing = collect_files(paths)
+    """Import every artifact under `paths` (files and directories), in file order.
+
+    `collected` is what `collect_files(paths)` returned, when the caller has it.
+
+    Files are read and parsed in batches in a worker thread (the next batch while
+    the current one is written) and each batch is written with
+    `SqlPersistence.import_many`: many sessions per transaction, each still all or
+    nothing, with exactly the outcome `import_file` would report for it.
+    """
+    files, missing = collected if collected is not None else collect_files(paths)
     summary = ImportSummary(list(missing))
     total = len(files)
-    for done, path in enumerate(files, start=1):
-        report = await import_file(backend, path, replace=replace)
-        summary.reports.append(report)
-        if progress is not None:
-            progress(done, total, report)
+    batches = [files[i : i + BATCH_FILES] for i in range(0, total, BATCH_FILES)]
+    done = 0
+    reading: asyncio.Future[list[Artifact | FileReport]] | None = None
+    try:
+        for number, batch in enumerate(batches):
+            if reading is None:
+                reading = asyncio.ensure_future(asyncio.to_thread(_read_all, batch))
+            read = await reading
+            reading = None
+            if number + 1 < len(batches):
+                reading = asyncio.ensure_future(asyncio.to_thread(_read_all, batches[number + 1]))
+            parsed = [r for r in read if isinstance(r, Artifact)]
+            outcomes = await backend.import_many(
+                [(a.header, a.events) for a in parsed], replace=replace
+            )
+            by_artifact = iter(zip(parsed, outcomes, strict=True))
+            for path, result in zip(batch, read, strict=True):
+                if isinstance(result, Artifact):
+                    artifact, outcome = next(by_artifact)
+                    report = _outcome_report(path, artifact, outcome)
+                else:
+                    report = result
+                summary.reports.append(report)
+                done += 1
+                if progress is not None:
+                    progress(done, total, report)
+    finally:
+        if reading is not None:
+            reading.cancel()
     return summary

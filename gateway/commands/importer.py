@@ -154,7 +154,8 @@ async def _import(args: argparse.Namespace) -> int:
             return 2
         from gateway.ingest import collect_files
 
-        files, _ = collect_files(args.paths)
+        collected = collect_files(args.paths)
+        files = collected[0]
         show = args.progress
         if show is None:
             show = sys.stderr.isatty() or len(files) >= PROGRESS_MIN_FILES
@@ -163,7 +164,9 @@ async def _import(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         bar = ProgressBar(sys.stderr, len(files)) if show and files else None
-        summary = await import_paths(backend, args.paths, replace=args.replace, progress=bar)
+        summary = await import_paths(
+            backend, args.paths, replace=args.replace, progress=bar, collected=collected
+        )
     finally:
         await backend.close()
     print(format_summary(summary))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import (
     Dialect,
@@ -33,6 +33,7 @@ from .codec import (
     _TOOL_RESULT,
     _canonical,
     _check_contiguous,
+    _chunks,
     _citation_rows,
     _derived_rows,
     _encode_events,
@@ -56,6 +57,9 @@ from .tables import HEADER_COLUMNS, citations, events, sessions
 
 ImportOutcome = Literal["created", "unchanged", "replaced"]
 _INSERT_CHUNK = 5000
+_IMPORT_BATCH = 500
+"""Sessions per transaction of `import_many`."""
+_ID_CHUNK = 500
 _COMPARE_CHUNK = 10000
 # Rule 7 (a tool/result rewrite changes only data.message.content[0].content) was
 # checked when the stored log was written; replaying it compares this stub to itself.
@@ -81,6 +85,22 @@ _DERIVE_STORED = (
     )
 )
 _COMPILED_CITATIONS: dict[str, str] = {}
+_PAUSE_GC_FROM = 1000
+"""Logs at least this long are folded with the cyclic GC paused (`gc_paused`)."""
+_SESSION_ORDER = tuple(column.name for column in sessions.columns)
+_INSERT_SESSIONS = sessions.insert().values({name: bindparam(name) for name in _SESSION_ORDER})
+_COMPILED_SESSIONS: dict[str, str] = {}
+
+
+def _sessions_sql(dialect: Dialect) -> str:
+    """The sessions insert compiled for `dialect`, run with positional rows (`_SESSION_ORDER`)."""
+    sql = _COMPILED_SESSIONS.get(dialect.name)
+    if sql is None:
+        compiled = _INSERT_SESSIONS.compile(dialect=dialect)
+        if tuple(compiled.positiontup or ()) != _SESSION_ORDER:  # pragma: no cover
+            raise RuntimeError(f"unexpected insert parameter order {compiled.positiontup}")
+        sql = _COMPILED_SESSIONS[dialect.name] = str(compiled)
+    return sql
 
 
 def _citations_sql(dialect: Dialect) -> str:
@@ -98,10 +118,32 @@ def _whole_fold(batch: builtins.list[SessionEvent]) -> SurfaceFold:
     """A whole log's fold state (raises INVALID_SURFACE naming the rule, like `fold_surface`)."""
     fold = SurfaceFold(batch.__getitem__)
     apply = fold.apply
+    if len(batch) < _PAUSE_GC_FROM:
+        for event in batch:
+            apply(event)
+        return fold
     with gc_paused():
         for event in batch:
             apply(event)
     return fold
+
+
+class PreparedImport(NamedTuple):
+    """A whole log validated with the fold and encoded for `SqlPersistence.import_prepared`
+    (plain values: it can be made in another process and sent over)."""
+
+    header: SessionHeader
+    events: builtins.list[SessionEvent]
+    session_row: dict[str, Any]
+    event_rows: builtins.list[_EventRow]
+    citation_rows: builtins.list[tuple[str, int, int]]
+
+
+def prepare_import(header: SessionHeader, events: Sequence[SessionEvent]) -> PreparedImport:
+    """Validate a whole log (the fold's SessionQueryError, InvalidEventError for what no
+    column holds) and encode it with its derivations. Pure: no database."""
+    batch = builtins.list(events)
+    return PreparedImport(header, batch, *_derive_whole(header, batch))
 
 
 def _derive_whole(
@@ -112,7 +154,8 @@ def _derive_whole(
     encoded = _encode_events(header.id, batch)
     fold = _whole_fold(batch)
     derivations = fold.derivations(0)
-    _, current, shadowed = fold.counts()
+    codes = fold.codes
+    current, shadowed = codes.count(1), codes.count(2)
     header_row.update(current_count=current, shadowed_count=shadowed, derived_count=len(batch))
     return header_row, _derived_rows(encoded, derivations), _citation_rows(header.id, batch)
 
@@ -209,7 +252,8 @@ class SqlWrites(SqlBase):
             else:
                 await self._derive_stored(conn, session_id, fold.derivations(0)[:stored])
                 cites = _citation_rows(session_id, log) + cites
-            _, current, shadowed = fold.counts()
+            codes = fold.codes
+            current, shadowed = codes.count(1), codes.count(2)
             await self._insert_citations(conn, cites)
             new_count = stored + len(batch)
             await conn.execute(
@@ -320,25 +364,138 @@ class SqlWrites(SqlBase):
         log under the id raises SessionConflictError naming the difference. The
         log is validated with the fold before anything is written.
         """
-        batch = builtins.list(events)
-        header_row, rows, cites = _derive_whole(header, batch)
+        prepared = prepare_import(header, events)
         async with self._writing() as conn:
-            locked = (await conn.execute(_SELECT_HEADER_FOR_UPDATE, {"sid": header.id})).first()
-            if locked is None:
-                await self._insert_session(conn, header, header_row, rows, cites)
-                return "created"
-            difference = await self._difference(conn, header, batch, locked)
-            if difference is None:
-                return "unchanged"
-            if not replace:
-                raise SessionConflictError(
-                    header.id,
-                    f"a different log is already stored ({difference}); "
-                    "refused (use --replace / replace=True to overwrite it)",
-                )
-            await self._delete(conn, header.id)
+            return await self._import_one(conn, prepared, replace=replace)
+
+    async def _import_one(
+        self, conn: AsyncConnection, prepared: PreparedImport, *, replace: bool
+    ) -> ImportOutcome:
+        header, batch, header_row, rows, cites = prepared
+        locked = (await conn.execute(_SELECT_HEADER_FOR_UPDATE, {"sid": header.id})).first()
+        if locked is None:
             await self._insert_session(conn, header, header_row, rows, cites)
-            return "replaced"
+            return "created"
+        difference = await self._difference(conn, header, batch, locked)
+        if difference is None:
+            return "unchanged"
+        if not replace:
+            raise SessionConflictError(
+                header.id,
+                f"a different log is already stored ({difference}); "
+                "refused (use --replace / replace=True to overwrite it)",
+            )
+        await self._delete(conn, header.id)
+        await self._insert_session(conn, header, header_row, rows, cites)
+        return "replaced"
+
+    async def import_many(
+        self,
+        items: Sequence[tuple[SessionHeader, Sequence[SessionEvent]]],
+        *,
+        replace: bool = False,
+    ) -> builtins.list[ImportOutcome | Exception]:
+        """`import_log` for many sessions, many per transaction; one outcome per item.
+
+        Each item is all-or-nothing and gets what `import_log` would give it: its
+        outcome, or the exception `import_log` would raise (returned, not raised:
+        the fold's SessionQueryError, InvalidEventError, SessionConflictError, or a
+        driver error that made its transaction fail). Every log is validated and
+        encoded before anything is written; then new sessions are inserted together
+        (one query finds which ids are stored, then batched inserts), and stored
+        ids go through `import_log`'s comparison in the same transaction. If the
+        batch transaction fails (a concurrent writer created one of the ids), its
+        items are imported one by one instead. An id repeated within `items` is
+        imported after the first, as a later `import_log` would be.
+        """
+        results: builtins.list[ImportOutcome | Exception | None] = [None] * len(items)
+        prepared: builtins.list[tuple[int, PreparedImport]] = []
+        for i, (header, log) in enumerate(items):
+            try:
+                prepared.append((i, prepare_import(header, log)))
+            except Exception as exc:  # the fold's or the encoder's refusal of this item
+                results[i] = exc
+        outcomes = await self.import_prepared([p for _, p in prepared], replace=replace)
+        for (i, _), outcome in zip(prepared, outcomes, strict=True):
+            results[i] = outcome
+        return [r if r is not None else RuntimeError("not imported") for r in results]
+
+    async def import_prepared(
+        self, items: Sequence[PreparedImport], *, replace: bool = False
+    ) -> builtins.list[ImportOutcome | Exception]:
+        """`import_many` for logs already validated and encoded by `prepare_import`."""
+        results: builtins.list[ImportOutcome | Exception | None] = [None] * len(items)
+        ready: builtins.list[tuple[int, PreparedImport]] = []
+        later: builtins.list[int] = []
+        seen: set[str] = set()
+        for i, prepared in enumerate(items):
+            if prepared.header.id in seen:
+                later.append(i)
+            else:
+                seen.add(prepared.header.id)
+                ready.append((i, prepared))
+        for chunk in _chunks(ready, _IMPORT_BATCH):
+            try:
+                async with self._writing() as conn:
+                    done = await self._import_batch(conn, chunk, replace=replace)
+            except IntegrityError:
+                done = {}
+                for i, prepared in chunk:
+                    results[i] = await self._import_alone(prepared, replace)
+            except Exception as exc:  # the database failed: nothing of the batch was written
+                done = {i: exc for i, _ in chunk}
+            for i, outcome in done.items():
+                results[i] = outcome
+        for i in later:
+            results[i] = await self._import_alone(items[i], replace)
+        return [r if r is not None else RuntimeError("not imported") for r in results]
+
+    async def _import_alone(
+        self, prepared: PreparedImport, replace: bool
+    ) -> ImportOutcome | Exception:
+        try:
+            async with self._writing() as conn:
+                return await self._import_one(conn, prepared, replace=replace)
+        except Exception as exc:
+            return exc
+
+    async def _import_batch(
+        self,
+        conn: AsyncConnection,
+        chunk: Sequence[tuple[int, PreparedImport]],
+        *,
+        replace: bool,
+    ) -> dict[int, ImportOutcome | Exception]:
+        """One transaction of `import_many`: new ids inserted together, stored ones compared."""
+        ids = [prepared.header.id for _, prepared in chunk]
+        stored: set[str] = set()
+        for part in _chunks(ids, _ID_CHUNK):
+            result = await conn.execute(select(sessions.c.id).where(sessions.c.id.in_(part)))
+            stored.update(row[0] for row in result)
+        out: dict[int, ImportOutcome | Exception] = {}
+        header_rows: builtins.list[dict[str, Any]] = []
+        rows: builtins.list[_EventRow] = []
+        cites: builtins.list[tuple[str, int, int]] = []
+        for i, prepared in chunk:
+            if prepared.header.id in stored:
+                try:
+                    out[i] = await self._import_one(conn, prepared, replace=replace)
+                except SessionConflictError as exc:
+                    out[i] = exc
+                continue
+            header_rows.append(prepared.session_row)
+            rows.extend(prepared.event_rows)
+            cites.extend(prepared.citation_rows)
+            out[i] = "created"
+        if header_rows:
+            order = _SESSION_ORDER
+            await conn.exec_driver_sql(
+                _sessions_sql(conn.dialect),
+                [tuple(row[name] for name in order) for row in header_rows],
+            )
+            await self._insert_events(conn, rows)
+            await self._insert_citations(conn, cites)
+        return out
 
     async def _difference(
         self,
