@@ -27,8 +27,11 @@ others.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -37,6 +40,7 @@ from gateway.core.errors import SessionQueryError
 from gateway.dsh_jsonl import Artifact, ArtifactError, read_artifact
 from gateway.persistence.errors import PersistenceError
 from gateway.persistence.sql import ImportOutcome, SqlPersistence
+from gateway.persistence.writes import PreparedImport, prepare_import
 
 Status = Literal["imported", "unchanged", "replaced", "refused"]
 STATUSES: tuple[Status, ...] = ("imported", "unchanged", "replaced", "refused")
@@ -155,10 +159,6 @@ def _read(path: Path) -> Artifact | FileReport:
         return FileReport(str(path), "refused", reason=f"cannot read it: {exc.strerror or exc}")
 
 
-def _read_all(paths: Sequence[Path]) -> list[Artifact | FileReport]:
-    return [_read(path) for path in paths]
-
-
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, SessionQueryError):
         return exc.message
@@ -199,7 +199,48 @@ ProgressCallback = Callable[[int, int, FileReport], None]
 """Called after each file with (files done, files total, that file's report)."""
 
 BATCH_FILES = 500
-"""Files read (in a worker thread) and written (`SqlPersistence.import_many`) together."""
+"""Files loaded (read, parsed, validated, encoded) and written together."""
+PARALLEL_FROM = 2_000
+"""From this many files on (and with more than one CPU), files are loaded in worker
+processes while this one writes: loading is pure Python and the GIL would
+otherwise serialise it with the writes."""
+MAX_WORKERS = 4
+
+_Loaded = FileReport | tuple[tuple[str, ...], PreparedImport]
+"""A file's refusal, or its warnings and its log ready for `import_prepared`."""
+
+
+def _load_batch(paths: Sequence[Path]) -> list[_Loaded]:
+    """Read, parse, validate and encode each file (in a worker process or thread)."""
+    out: list[_Loaded] = []
+    for path in paths:
+        read = _read(path)
+        if isinstance(read, FileReport):
+            out.append(read)
+            continue
+        try:
+            prepared = prepare_import(read.header, read.events)
+        except Exception as exc:  # the fold's or the encoder's refusal
+            out.append(_outcome_report(path, read, exc))
+            continue
+        out.append((read.warnings, prepared))
+    return out
+
+
+def _process_pool(files: int) -> tuple[Executor | None, int]:
+    """Worker processes for a big import and how many, or (None, 0): few files, one
+    CPU, or no way to start processes here (then files are loaded in a thread)."""
+    cpus = os.cpu_count() or 1
+    if files < PARALLEL_FROM or cpus < 2:
+        return None, 0
+    workers = min(MAX_WORKERS, cpus - 1)
+    methods = multiprocessing.get_all_start_methods()
+    # never fork: this process runs an event loop and the database driver's thread
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    try:
+        return ProcessPoolExecutor(workers, mp_context=context), workers
+    except (OSError, ValueError, NotImplementedError):  # pragma: no cover - platform limits
+        return None, 0
 
 
 async def import_paths(
@@ -214,41 +255,58 @@ async def import_paths(
 
     `collected` is what `collect_files(paths)` returned, when the caller has it.
 
-    Files are read and parsed in batches in a worker thread (the next batch while
-    the current one is written) and each batch is written with
-    `SqlPersistence.import_many`: many sessions per transaction, each still all or
-    nothing, with exactly the outcome `import_file` would report for it.
+    Files are loaded (read, parsed, validated with the fold, encoded) in batches
+    ahead of the writes: in a thread, or for big imports in worker processes
+    (`PARALLEL_FROM`). Each batch is written with `SqlPersistence.import_prepared`:
+    many sessions per transaction, each still all or nothing, with exactly the
+    outcome `import_file` would report for it.
     """
     files, missing = collected if collected is not None else collect_files(paths)
     summary = ImportSummary(list(missing))
     total = len(files)
-    batches = [files[i : i + BATCH_FILES] for i in range(0, total, BATCH_FILES)]
+    batches = deque(files[i : i + BATCH_FILES] for i in range(0, total, BATCH_FILES))
+    pool, workers = _process_pool(total)
+    loop = asyncio.get_running_loop()
+    ahead: deque[tuple[list[Path], asyncio.Future[list[_Loaded]]]] = deque()
+
+    def submit() -> None:
+        batch = batches.popleft()
+        future: asyncio.Future[list[_Loaded]]
+        try:
+            if pool is None:
+                raise RuntimeError("no worker processes")
+            future = loop.run_in_executor(pool, _load_batch, batch)
+        except RuntimeError:  # no pool, or it broke: load in a thread
+            future = asyncio.ensure_future(asyncio.to_thread(_load_batch, batch))
+        ahead.append((batch, future))
+
+    depth = workers + 1
     done = 0
-    reading: asyncio.Future[list[Artifact | FileReport]] | None = None
     try:
-        for number, batch in enumerate(batches):
-            if reading is None:
-                reading = asyncio.ensure_future(asyncio.to_thread(_read_all, batch))
-            read = await reading
-            reading = None
-            if number + 1 < len(batches):
-                reading = asyncio.ensure_future(asyncio.to_thread(_read_all, batches[number + 1]))
-            parsed = [r for r in read if isinstance(r, Artifact)]
-            outcomes = await backend.import_many(
-                [(a.header, a.events) for a in parsed], replace=replace
-            )
-            by_artifact = iter(zip(parsed, outcomes, strict=True))
-            for path, result in zip(batch, read, strict=True):
-                if isinstance(result, Artifact):
-                    artifact, outcome = next(by_artifact)
-                    report = _outcome_report(path, artifact, outcome)
+        while batches or ahead:
+            while batches and len(ahead) < depth:
+                submit()
+            batch, future = ahead.popleft()
+            try:
+                loaded = await future
+            except Exception:  # a worker process died: load this batch here instead
+                loaded = await asyncio.to_thread(_load_batch, batch)
+            ready = [item[1] for item in loaded if not isinstance(item, FileReport)]
+            outcomes = iter(await backend.import_prepared(ready, replace=replace))
+            for path, item in zip(batch, loaded, strict=True):
+                if isinstance(item, FileReport):
+                    report = item
                 else:
-                    report = result
+                    warnings, prepared = item
+                    artifact = Artifact(prepared.header, tuple(prepared.events), warnings)
+                    report = _outcome_report(path, artifact, next(outcomes))
                 summary.reports.append(report)
                 done += 1
                 if progress is not None:
                     progress(done, total, report)
     finally:
-        if reading is not None:
-            reading.cancel()
+        for _, future in ahead:
+            future.cancel()
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
     return summary
