@@ -13,10 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway import SessionQueryError, SessionStore
-from gateway.core import EventSurface, fold_surface
+from gateway.core import EventSurface, SessionHeader, fold_surface
 from gateway.core.fold import iter_citations
+from gateway.core.observation import Observation, StoredView
 from gateway.core.views import FoldedView, SessionView
+from gateway.persistence import SqlPersistence
 from tests.test_fold_properties import logs
+from tests.test_persistence_fixtures import (  # noqa: F401  (fixtures)
+    db_fixture,
+    db_url_fixture,
+    engine_name_fixture,
+)
+from tests.test_pushdown import clear
 
 ALL = (EventSurface.CURRENT, EventSurface.SHADOWED, EventSurface.LOG_ONLY)
 
@@ -108,3 +116,28 @@ def test_live_view_does_not_copy_the_log():
     view = session.view()
     _, events, _, _ = session.locked_state()
     assert view._events is events  # the view shares the append-only list, never a copy
+
+
+STORED = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@STORED
+@given(events=logs(max_size=40), page_size=st.integers(1, 7), data=st.data())
+async def test_stored_view_answers_as_the_fold_of_the_prefix_it_saw(
+    db: SqlPersistence, events, page_size, data
+) -> None:
+    events = valid_prefix(events)
+    cut = data.draw(st.integers(0, len(events)))
+    await clear(db)
+    await db.create(SessionHeader("s", 1), events[:cut])
+    obs = Observation([], db)
+    view = await obs.view("s")
+    assert isinstance(view, StoredView)  # answered from the stored derivations
+    if events[cut:]:
+        await db.append("s", events[cut:])  # later appends: the view must not see them
+    await expect_view_equals_fold(view, events[:cut], page_size)
+    await expect_view_equals_fold(await Observation([], db).view("s"), events, page_size)

@@ -634,19 +634,16 @@ class StoredView(SessionView):
         n = self.length
         start = page_start(after_seq, n)
         codes = None if wanted is None else codes_of(wanted)
-        rows_task = self._obs.read_events(
-            self._query(start, n - 1, surfaces=codes, limit=first + 1)
+        read = self._obs.read_events
+        after = (
+            read(self._query(start, n - 1, surfaces=codes, limit=first + 1)) if start < n else None
         )
         if codes is None:
-            rows = await rows_task if first + 1 > 0 and start < n else []
+            rows = await after if after is not None else []
             has_previous, total = start > 0, n
         else:
-            before = (
-                self._obs.read_events(self._query(0, start - 1, surfaces=codes, limit=1))
-                if start > 0
-                else _ready([])
-            )
-            rows, earlier = await asyncio.gather(rows_task, before)
+            before = read(self._query(0, start - 1, surfaces=codes, limit=1)) if start else None
+            rows, earlier = await asyncio.gather(_or_empty(after), _or_empty(before))
             has_previous = bool(earlier)
             total = sum(self._counts[c] for c in codes)
         items = [self._classify(r) for r in rows[:first]]
@@ -700,8 +697,8 @@ async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-async def _ready(value: T) -> T:
-    return value
+async def _or_empty(rows: Awaitable[list[StoredEvent]] | None) -> list[StoredEvent]:
+    return [] if rows is None else await rows
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
