@@ -172,3 +172,16 @@ async def test_a_database_failure_refuses_the_batch_and_writes_none_of_it(
     outcomes = await db.import_many([(SessionHeader(f"s{i}", 1), log_of(i)) for i in range(3)])
     assert all(isinstance(o, ConnectionResetError) for o in outcomes)
     assert await db.list() == []
+
+
+async def test_a_stored_log_equal_as_json_values_is_unchanged_whatever_its_key_order(
+    db: SqlPersistence,
+) -> None:
+    stored = [ev(0, U, {"a": 1, "b": [1.5, {"y": None, "x": True}]}, "append")]
+    await db.create(SessionHeader("k", 1), stored)
+    reordered = [ev(0, U, {"b": [1.5, {"x": True, "y": None}], "a": 1}, "append")]
+    changed = [ev(0, U, {"b": [1.5, {"x": True, "y": None}], "a": 1.0}, "append")]
+    assert await db.import_many([(SessionHeader("k", 1), reordered)]) == ["unchanged"]
+    (outcome,) = await db.import_many([(SessionHeader("k", 1), changed)])
+    assert isinstance(outcome, SessionConflictError)
+    assert "event seq 0 differs" in str(outcome)

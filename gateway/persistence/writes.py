@@ -6,8 +6,10 @@ See `gateway.persistence.sql` for the contract of each write.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import (
@@ -52,7 +54,13 @@ from .errors import (
     SessionExistsError,
     UnknownSessionError,
 )
-from .reads import _SELECT_HEADER_FOR_UPDATE, _SELECT_SURFACE_FOLD, _SELECT_WINDOW
+from .reads import (
+    _HEADER_SELECT,
+    _SELECT_HEADER_FOR_UPDATE,
+    _SELECT_MANY_ALL,
+    _SELECT_SURFACE_FOLD,
+    _SELECT_WINDOW,
+)
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 ImportOutcome = Literal["created", "unchanged", "replaced"]
@@ -85,6 +93,7 @@ _DERIVE_STORED = (
     )
 )
 _COMPILED_CITATIONS: dict[str, str] = {}
+_LOCK_HEADERS = select(*_HEADER_SELECT, sessions.c.event_count).with_for_update()
 _PAUSE_GC_FROM = 1000
 """Logs at least this long are folded with the cyclic GC paused (`gc_paused`)."""
 _SESSION_ORDER = tuple(column.name for column in sessions.columns)
@@ -380,11 +389,7 @@ class SqlWrites(SqlBase):
         if difference is None:
             return "unchanged"
         if not replace:
-            raise SessionConflictError(
-                header.id,
-                f"a different log is already stored ({difference}); "
-                "refused (use --replace / replace=True to overwrite it)",
-            )
+            raise _conflict(header.id, difference)
         await self._delete(conn, header.id)
         await self._insert_session(conn, header, header_row, rows, cites)
         return "replaced"
@@ -476,17 +481,27 @@ class SqlWrites(SqlBase):
         header_rows: builtins.list[dict[str, Any]] = []
         rows: builtins.list[_EventRow] = []
         cites: builtins.list[tuple[str, int, int]] = []
+        differences = await self._differences(conn, [p for _, p in chunk if p.header.id in stored])
         for i, prepared in chunk:
-            if prepared.header.id in stored:
-                try:
+            sid = prepared.header.id
+            if sid in stored:
+                if sid not in differences:  # deleted meanwhile: as import_log would
                     out[i] = await self._import_one(conn, prepared, replace=replace)
-                except SessionConflictError as exc:
-                    out[i] = exc
-                continue
+                    continue
+                difference = differences[sid]
+                if difference is None:
+                    out[i] = "unchanged"
+                    continue
+                if not replace:
+                    out[i] = _conflict(sid, difference)
+                    continue
+                await self._delete(conn, sid)
+                out[i] = "replaced"
+            else:
+                out[i] = "created"
             header_rows.append(prepared.session_row)
             rows.extend(prepared.event_rows)
             cites.extend(prepared.citation_rows)
-            out[i] = "created"
         if header_rows:
             order = _SESSION_ORDER
             await conn.exec_driver_sql(
@@ -505,23 +520,54 @@ class SqlWrites(SqlBase):
         locked: Any,
     ) -> str | None:
         """How the stored session differs from `header` + `batch`, or None if identical."""
-        stored_header = _header_from_row(locked[: len(HEADER_COLUMNS)])
-        ours, theirs = header.to_json(), stored_header.to_json()
-        if ours != theirs:
-            fields = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
-            return f"the headers differ on {', '.join(fields)}"
+        found = _header_difference(header, len(batch), locked)
+        if found is not None:
+            return found
         stored = int(locked.event_count)
-        if stored != len(batch):
-            return f"the stored log has {stored} events, the new one {len(batch)}"
         for lo in range(0, stored, _COMPARE_CHUNK):
             hi = min(stored, lo + _COMPARE_CHUNK) - 1
             rows = (
                 await conn.execute(_SELECT_WINDOW, {"sid": header.id, "lo": lo, "hi": hi})
             ).all()
-            for old in _events_from_rows(rows):
-                if _canonical(old) != _canonical(batch[old.seq]):
-                    return f"event seq {old.seq} differs"
+            found = _events_difference(_events_from_rows(rows), batch)
+            if found is not None:
+                return found
         return None
+
+    async def _differences(
+        self, conn: AsyncConnection, items: Sequence[PreparedImport]
+    ) -> dict[str, str | None]:
+        """`_difference` for many stored sessions (locked here): few queries for small logs.
+
+        Ids that are no longer stored are left out.
+        """
+        ids = [p.header.id for p in items]
+        locked: dict[str, Any] = {}
+        for id_part in _chunks(ids, _ID_CHUNK):
+            result = await conn.execute(_LOCK_HEADERS.where(sessions.c.id.in_(id_part)))
+            for found in result:
+                locked[found.id] = found
+        out: dict[str, str | None] = {}
+        same: builtins.list[PreparedImport] = []
+        for p in items:
+            row: Any = locked.get(p.header.id)
+            if row is not None:
+                out[p.header.id] = _header_difference(p.header, len(p.events), row)
+                if out[p.header.id] is None and p.events:
+                    same.append(p)
+        if sum(len(p.events) for p in same) > _COMPARE_CHUNK:
+            for p in same:
+                out[p.header.id] = await self._difference(
+                    conn, p.header, p.events, locked[p.header.id]
+                )
+            return out
+        for part in _chunks(same, _ID_CHUNK):
+            by_id = {p.header.id: p for p in part}
+            condition = events.c.session_id.in_(builtins.list(by_id))
+            rows = (await conn.execute(_SELECT_MANY_ALL.where(condition))).all()
+            for sid, group in groupby(rows, key=itemgetter(0)):
+                out[sid] = _rows_difference(group, by_id[sid])
+        return out
 
     async def delete(self, session_id: str) -> bool:
         """Delete a session and its log; returns whether it was stored."""
@@ -534,6 +580,59 @@ class SqlWrites(SqlBase):
         await conn.execute(delete(events).where(events.c.session_id == session_id))
         result = await conn.execute(delete(sessions).where(sessions.c.id == session_id))
         return bool(result.rowcount)
+
+
+def _header_difference(header: SessionHeader, length: int, locked: Any) -> str | None:
+    """How a stored header and log length (a locked sessions row) differ from ours."""
+    stored_header = _header_from_row(locked[: len(HEADER_COLUMNS)])
+    ours, theirs = header.to_json(), stored_header.to_json()
+    if ours != theirs:
+        fields = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+        return f"the headers differ on {', '.join(fields)}"
+    stored = int(locked.event_count)
+    if stored != length:
+        return f"the stored log has {stored} events, the new one {length}"
+    return None
+
+
+def _events_difference(stored: Sequence[SessionEvent], batch: Sequence[SessionEvent]) -> str | None:
+    """The first stored event that differs from ours at its seq (as JSON values)."""
+    for old in stored:
+        if _canonical(old) != _canonical(batch[old.seq]):
+            return f"event seq {old.seq} differs"
+    return None
+
+
+def _rows_difference(rows: Iterable[Any], prepared: PreparedImport) -> str | None:
+    """`_events_difference` on stored rows (session_id, seq, type, time, surface_op,
+    sources, ignorable, data; JSON as stored text): a row whose text equals what we
+    would store is equal (one encoder made both); only others are decoded and
+    compared as JSON values."""
+    ours = prepared.event_rows
+    for row in rows:
+        seq = row[1]
+        mine = ours[seq] if 0 <= seq < len(ours) else None
+        if mine is not None and (
+            row[2] == mine[2]
+            and row[3] == mine[3]
+            and row[4] == mine[4]
+            and row[5] == mine[5]
+            and bool(row[6]) == mine[6]
+            and row[7] == mine[10]
+        ):
+            continue
+        (old,) = _events_from_rows([row[1:]])
+        if mine is None or _canonical(old) != _canonical(prepared.events[seq]):
+            return f"event seq {seq} differs"
+    return None
+
+
+def _conflict(session_id: str, difference: str) -> SessionConflictError:
+    return SessionConflictError(
+        session_id,
+        f"a different log is already stored ({difference}); "
+        "refused (use --replace / replace=True to overwrite it)",
+    )
 
 
 def _rewrite_targets(batch: Sequence[SessionEvent], stored: int) -> set[int]:
