@@ -27,6 +27,7 @@ Create Date: 2026-02-01
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from itertools import groupby
@@ -92,13 +93,21 @@ _SELECT_FOLD = (
     .where(_events.c.session_id.in_(_IDS))
     .order_by(_events.c.session_id, _events.c.seq)
 )
-_SELECT_PAYLOADS = sa.select(_events.c.seq, sa.cast(_events.c.data, sa.Text)).where(
-    _events.c.session_id == sa.bindparam("sid"),
-    _events.c.seq.in_(sa.bindparam("seqs", expanding=True)),
+_sessions = sa.table(
+    "sessions",
+    sa.column("id"),
+    sa.column("current_count"),
+    sa.column("shadowed_count"),
+    sa.column("derived_count"),
 )
-_UPDATE_COUNTS = sa.text(
-    "UPDATE sessions SET current_count = :current, shadowed_count = :shadowed, "
-    "derived_count = :derived WHERE id = :sid"
+_UPDATE_COUNTS = (
+    _sessions.update()
+    .where(_sessions.c.id == sa.bindparam("sid"))
+    .values(
+        current_count=sa.bindparam("current"),
+        shadowed_count=sa.bindparam("shadowed"),
+        derived_count=sa.bindparam("derived"),
+    )
 )
 
 
@@ -160,8 +169,10 @@ def upgrade() -> None:
             )
         )
     bind.execute(sa.text(f"DROP TABLE {TEMP}"))
-    for i in range(0, len(counts), ROWS_PER_WRITE):
-        bind.execute(_UPDATE_COUNTS, counts[i : i + ROWS_PER_WRITE])
+    update = _Writer(bind, _UPDATE_COUNTS)
+    for row in counts:
+        update.add(row)
+    update.flush()
     op.create_index(
         "ix_events_surface_seq", "events", ["session_id", "surface", "seq"], unique=False
     )
@@ -235,41 +246,63 @@ def _session_groups(bind: sa.Connection) -> Iterator[list[tuple[str, int]]]:
         yield group
 
 
+class _Writer:
+    """Positional executemany of a Core insert compiled once for the connection's dialect
+    (per-row parameter processing would cost more than the rows themselves)."""
+
+    def __init__(self, bind: sa.Connection, statement: Any) -> None:
+        compiled = statement.compile(dialect=bind.dialect)
+        self.bind, self.sql = bind, str(compiled)
+        self.order = tuple(compiled.positiontup or ())
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(tuple(row[name] for name in self.order))
+        if len(self.rows) >= ROWS_PER_WRITE:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.bind.exec_driver_sql(self.sql, self.rows)
+            self.rows = []
+
+
+def _insert(table: Any, *names: str) -> Any:
+    return table.insert().values({name: sa.bindparam(name) for name in names})
+
+
 def _derive_every_log(bind: sa.Connection) -> list[dict[str, Any]]:
     """Fold every stored log; write derivations to TEMP and citations; return the counts."""
     counts: list[dict[str, Any]] = []
-    derived: list[dict[str, Any]] = []
-    cited: list[dict[str, Any]] = []
-
-    def flush(force: bool = False) -> None:
-        if derived and (force or len(derived) >= ROWS_PER_WRITE):
-            bind.execute(_temp.insert(), derived)
-            derived.clear()
-        if cited and (force or len(cited) >= ROWS_PER_WRITE):
-            bind.execute(_citations.insert(), cited)
-            cited.clear()
-
+    derived = _Writer(
+        bind, _insert(_temp, "session_id", "seq", "surface", "replaced_by", "surface_label")
+    )
+    cited = _Writer(bind, _insert(_citations, "session_id", "seq", "cited_by"))
     for group in _session_groups(bind):
         expected = dict(group)
         rows = bind.execute(_SELECT_FOLD, {"ids": list(expected)}).all()
+        logs: dict[str, list[_Event]] = {}
         for sid, session_rows in groupby(rows, key=itemgetter(0)):
-            log = [
+            logs[sid] = [
                 _Event(
                     etype,
                     seq,
                     None,
-                    None if op_text is None else json.loads(op_text),
-                    None if src is None else json.loads(src),
+                    None if op_text is None else _load_op(op_text),
+                    None if src is None else _load_sources(src),
                 )
                 for _, seq, etype, op_text, src in session_rows
             ]
-            fold = _fold(bind, sid, log, expected[sid])
+        del rows
+        _fill_payloads(bind, logs)
+        for sid, log in logs.items():
+            fold = _fold(log, expected[sid])
             if fold is None:
                 continue
             tally = [0, 0, 0]
             for event, (code, replaced_by, label) in zip(log, fold.derivations(0), strict=True):
                 tally[code] += 1
-                derived.append(
+                derived.add(
                     {
                         "session_id": sid,
                         "seq": event.seq,
@@ -279,37 +312,84 @@ def _derive_every_log(bind: sa.Connection) -> list[dict[str, Any]]:
                     }
                 )
                 if event.source_event_seqs is not None:
-                    cited.extend(
-                        {"session_id": sid, "seq": source, "cited_by": event.seq}
-                        for source in event.source_event_seqs
-                    )
+                    for source in event.source_event_seqs:
+                        cited.add({"session_id": sid, "seq": source, "cited_by": event.seq})
             counts.append(
                 {"sid": sid, "current": tally[1], "shadowed": tally[2], "derived": len(log)}
             )
-            flush()
-    flush(force=True)
+    derived.flush()
+    cited.flush()
     return counts
 
 
-def _fold(bind: sa.Connection, sid: str, log: list[_Event], event_count: int) -> SurfaceFold | None:
+def _fill_payloads(bind: sa.Connection, logs: dict[str, list[_Event]]) -> None:
+    """Put into these logs (in place) the payloads rule 7 compares: those of tool/result
+    replacements and of the events they name as `start`; one query per 500 of them."""
+    needed: dict[tuple[str, int], int] = {}
+    for sid, log in logs.items():
+        for position, event in enumerate(log):
+            op_value = event.surface_op
+            if (
+                event.type == TOOL_RESULT
+                and type(op_value) is dict
+                and op_value.get("op") == "replace"
+            ):
+                needed[(sid, event.seq)] = position
+                start = op_value.get("start")
+                if type(start) is int and 0 <= start < position and log[start].seq == start:
+                    needed[(sid, start)] = start
+    keys = sorted(needed)
+    for i in range(0, len(keys), 500):
+        by_session: dict[str, list[int]] = {}
+        for sid, seq in keys[i : i + 500]:
+            by_session.setdefault(sid, []).append(seq)
+        statement = _payloads_statement(len(by_session))
+        params: dict[str, Any] = {}
+        for j, (sid, seqs) in enumerate(by_session.items()):
+            params[f"s{j}"], params[f"q{j}"] = sid, seqs
+        result = bind.execute(statement, params)
+        for sid, seq, data in result:
+            position = needed[(sid, seq)]
+            log = logs[sid]
+            log[position] = log[position]._replace(data=json.loads(data))
+
+
+def _load_op(text: str) -> Any:
+    return "append" if text == '"append"' else json.loads(text)
+
+
+def _load_sources(text: str) -> Any:
+    """A stored sourceEventSeqs (fast for the usual compact list of integers)."""
+    if text == "[]":
+        return []
+    if text[:1] == "[" and text[-1:] == "]":
+        try:
+            return [int(part) for part in text[1:-1].split(",")]
+        except ValueError:
+            pass
+    return json.loads(text)
+
+
+@functools.cache
+def _payloads_statement(sessions: int) -> Any:
+    """The payloads of `seq IN :q{j}` of session `:s{j}`, for j < sessions (built once)."""
+    condition = sa.or_(
+        *(
+            sa.and_(
+                _events.c.session_id == sa.bindparam(f"s{j}"),
+                _events.c.seq.in_(sa.bindparam(f"q{j}", expanding=True)),
+            )
+            for j in range(sessions)
+        )
+    )
+    columns = (_events.c.session_id, _events.c.seq, sa.cast(_events.c.data, sa.Text))
+    return sa.select(*columns).where(condition)
+
+
+def _fold(log: list[_Event], event_count: int) -> SurfaceFold | None:
     """The fold of a stored log, or None when the fold rejects it (or its count is off)."""
     if len(log) != event_count:
         return None
-    needed: dict[int, int] = {}
-    for position, event in enumerate(log):
-        op_value = event.surface_op
-        if event.type == TOOL_RESULT and type(op_value) is dict and op_value.get("op") == "replace":
-            needed[event.seq] = position
-            start = op_value.get("start")
-            if type(start) is int and 0 <= start < position and log[start].seq == start:
-                needed[start] = start
-    if needed:
-        seqs = sorted(needed)
-        for i in range(0, len(seqs), 1000):
-            result = bind.execute(_SELECT_PAYLOADS, {"sid": sid, "seqs": seqs[i : i + 1000]})
-            for seq, data in result:
-                position = needed[seq]
-                log[position] = log[position]._replace(data=json.loads(data))
     fold = SurfaceFold(log.__getitem__)
     try:
         for event in log:
