@@ -58,8 +58,14 @@ from gateway.core.backend import (
 from gateway.core.model import SessionEvent, SessionHeader
 
 from .base import SqlBase
-from .codec import _chunks, _header_from_row, _json_text, _raw, _stored_events_from_rows
-from .reads import SqlReads
+from .codec import (
+    _TOOL_RESULT,
+    _chunks,
+    _header_from_row,
+    _json_text,
+    _raw,
+    _stored_events_from_rows,
+)
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 _KEY_CHUNK = 100
@@ -240,10 +246,11 @@ class SqlDerivedReads(SqlBase):
                 )
                 for sid, seq, cited_by in result:
                     cited.setdefault(sid, []).append((int(seq), int(cited_by)))
+                events_of = {sid: [r.event for r in stored] for sid, (stored, _) in logs.items()}
+                await _fill_rewrite_payloads(conn, events_of)
                 for sid, row in heads.items():
                     stored, labels = logs.get(sid, ([], []))
-                    log = [r.event for r in stored]
-                    await SqlReads._fill_rewrite_payloads(conn, sid, log)
+                    log = events_of.get(sid, [])
                     count, current, shadowed, derived = (int(v) for v in row[width:])
                     out[sid] = StoredDerivations(
                         _header_from_row(row[:width]),
@@ -558,6 +565,42 @@ def _relations_statement(m: int) -> _Stmt:
             )
         )
     return _compound(parts, "k", "kind", "position")
+
+
+async def _fill_rewrite_payloads(
+    conn: AsyncConnection, logs: dict[str, builtins.list[SessionEvent]]
+) -> None:
+    """Put the payloads fold rule 7 compares into fold-columns-only logs (in place): those
+    of tool/result replacements and of the events they name as `start` (see
+    `SqlReads.load_fold_log`), for many sessions in a few keyed queries."""
+    needed: dict[tuple[str, int], int] = {}
+    for sid, log in logs.items():
+        for position, event in enumerate(log):
+            op = event.surface_op
+            if event.type == _TOOL_RESULT and type(op) is dict and op.get("op") == "replace":
+                needed[(sid, event.seq)] = position
+                start = op.get("start")
+                if type(start) is int and 0 <= start < position and log[start].seq == start:
+                    needed[(sid, start)] = start
+    keys = sorted(needed)
+    for chunk in _chunks(keys, _AT_CHUNK):
+        grouped: dict[str, builtins.list[int]] = {}
+        for sid, seq in chunk:
+            grouped.setdefault(sid, []).append(seq)
+        m = len(grouped)
+        statement = _statement(("at", m), _events_at_statement, m)
+        params: dict[str, Any] = {}
+        for j, (sid, seqs) in enumerate(grouped.items()):
+            params[f"sid{j}"], params[f"seqs{j}"] = sid, seqs
+        rows = (await conn.execute(statement, params)).all()
+        for sid, found in zip(
+            [row[0] for row in rows],
+            _stored_events_from_rows(row[1:] for row in rows),
+            strict=True,
+        ):
+            log = logs[sid]
+            position = needed[(sid, found.event.seq)]
+            log[position] = log[position]._replace(data=found.event.data)
 
 
 async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:
