@@ -38,6 +38,7 @@ from .codec import (
     _chunks,
     _citation_rows,
     _derived_rows,
+    _driver_rows,
     _encode_events,
     _EventRow,
     _events_from_rows,
@@ -307,8 +308,8 @@ class SqlWrites(SqlBase):
         """
         log: builtins.list[FoldableEvent] = []
         add = log.append
-        with gc_paused():
-            rows = (await conn.execute(_SELECT_SURFACE_FOLD, {"sid": session_id})).all()
+        rows = await _driver_rows(conn, _SELECT_SURFACE_FOLD, {"sid": session_id})
+        with gc_paused():  # synchronous decoding only: never across an await
             for seq, etype, op, src in rows:
                 while len(log) < seq:
                     add(_FoldEvent("", len(log), None, None, None))
@@ -317,6 +318,7 @@ class SqlWrites(SqlBase):
                 add(_FoldEvent(etype, seq, stub, _load_op(op), sources))
             while len(log) < stored:
                 add(_FoldEvent("", len(log), None, None, None))
+            del rows
 
         real: dict[int, FoldableEvent] = {}
         replaying = True
