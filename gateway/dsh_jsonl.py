@@ -192,16 +192,20 @@ def parse_artifact(text: str, *, path: str | None = None) -> Artifact:
     return Artifact(header, tuple(events), tuple(warnings))
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+"""One strict decoder for every line (`json.loads` with an option builds one per call)."""
+
+
 def _loads(line: str) -> Any:
     """The JSON value of `line`, or `_NOT_JSON` (NaN and Infinity are not JSON)."""
     try:
-        return json.loads(line, parse_constant=_reject_constant)
+        return _DECODER.decode(line)
     except (ValueError, RecursionError):
         return _NOT_JSON
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _parse_header(line: str, path: str | None) -> SessionHeader:

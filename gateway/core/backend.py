@@ -191,4 +191,3 @@ def capabilities_of(backend: object) -> Capabilities:
 def is_backend(backend: object) -> bool:
     """Whether `backend` has the required surface (`list()` and `load()`)."""
     return isinstance(backend, PersistenceBackend)
-
