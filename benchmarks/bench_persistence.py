@@ -165,9 +165,7 @@ async def bench_reads(engines: Engines, size: int, runs: int) -> None:
             query = SessionQuery(persistence=db)
             await query.list_events("s")  # warm: pool, schema check, page cache
             listing = await median_time(lambda q=query: q.list_events("s"), runs)
-            fold_log = await median_time(lambda d=db: d.load_fold_log("s"), runs)
             line = f"   {engine:<9} list_events {listing * 1000:7.1f} ms"
-            line += f"   (of which load_fold_log {fold_log * 1000:6.1f} ms)"
             if engine == "sqlite":
                 floor = raw_floor(url, runs)
                 ratio = listing / floor

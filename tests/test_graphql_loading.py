@@ -18,7 +18,7 @@ NESTED = """{ sessions(first: 100) { totalCount nodes {
   lineage { complete ancestors { id } graph { edges { parentId childId } } }
   events(first: 5) { totalCount nodes { seq type surface data } } } } }"""
 
-WHOLE_LOG_LOADS = ("load", "load_logs", "load_fold_log", "load_fold_logs")
+WHOLE_LOG_LOADS = ("load",)
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ async def test_load_header_of_a_missing_session_is_none(db: SqlPersistence) -> N
 
 
 async def test_load_of_a_missing_session_raises_unknown_session(db: SqlPersistence) -> None:
-    for call in (db.load("nope"), db.load_fold_log("nope"), db.load_window("nope", 0, 5)):
+    for call in (db.load("nope"), db.load_window("nope", 0, 5)):
         with pytest.raises(UnknownSessionError, match="'nope' is not stored"):
             await call
     with pytest.raises(KeyError):
@@ -337,17 +337,7 @@ async def test_window_is_the_key_range_clipped_to_the_log(db: SqlPersistence) ->
         assert log_json(events) == log_json(log[start : end + 1])
 
 
-async def test_fold_log_has_payloads_only_for_tool_result_rewrites(db: SqlPersistence) -> None:
-    log = sample_log()  # seq 7 is a tool/result replace of seq 5
-    await db.create(HEADER, log)
-    header, events = await db.load_fold_log("full")
-    assert header == HEADER
-    for stored, original in zip(events, log, strict=True):
-        expected = original.data if original.seq in (5, 7) else None
-        assert original._replace(data=expected) == stored
-
-
-async def test_batch_loaders_answer_like_the_single_ones_and_leave_out_missing_ids(
+async def test_load_headers_answers_like_load_header_and_leaves_out_missing_ids(
     db: SqlPersistence,
 ) -> None:
     await db.create(HEADER, sample_log())
@@ -357,18 +347,6 @@ async def test_batch_loaders_answer_like_the_single_ones_and_leave_out_missing_i
     assert await db.load_headers(ids) == {
         sid: await db.load_header(sid) for sid in ("full", "small", "empty")
     }
-    for batch, single in ((db.load_logs, db.load), (db.load_fold_logs, db.load_fold_log)):
-        got = await batch(ids)
-        assert set(got) == {"full", "small", "empty"}
-        for sid, (header, events) in got.items():
-            expected_header, expected = await single(sid)
-            assert header == expected_header and events == expected
-    requests = [("full", 0, 3), ("full", 2, 9), ("small", 1, 40), ("full", 20, 30)]
-    requests += [("ghost", 0, 5), ("empty", 0, 0), ("full", 5, 4)]
-    got = await db.load_windows(requests)
-    assert set(got) == set(requests) - {("ghost", 0, 5)}
-    for key, value in got.items():
-        assert value == await db.load_window(*key)
 
 
 async def test_delete_removes_the_session_and_its_log(db: SqlPersistence) -> None:

@@ -330,10 +330,6 @@ BACKEND_METHODS: Final = frozenset(
         "load_header",
         "load_headers",
         "load_window",
-        "load_windows",
-        "load_fold_log",
-        "load_fold_logs",
-        "load_logs",
         "count",
         # CorpusReads
         "count_sessions",

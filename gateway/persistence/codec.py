@@ -12,8 +12,6 @@ import builtins
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
-from itertools import groupby
-from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -260,12 +258,6 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[i : i + size]
 
 
-def _position(log: Sequence[SessionEvent], seq: int) -> int:
-    """Where `seq` sits in a log whose seqs are not its positions (a stored log that
-    breaks rule 1; the fold will reject it, but loading it must not fail first)."""
-    return next(i for i, e in enumerate(log) if e.seq == seq)
-
-
 def _events_from_rows(rows: Iterable[Any], *, pause_gc: bool = True) -> builtins.list[SessionEvent]:
     """SessionEvents from (seq, type, time, surface_op, sources, ignorable, data) rows.
 
@@ -309,14 +301,6 @@ def _stored_events_from_rows(rows: Iterable[Any]) -> builtins.list[StoredEvent]:
                 data = loads(data)
             event = make(etype, seq, time, data, op, src, flag[ignorable])
             add(stored(event, surface, replaced_by))
-    return out
-
-
-def _grouped_events(rows: Sequence[Any]) -> dict[str, builtins.list[SessionEvent]]:
-    """Rows of (session_id, *event columns), ordered by session then seq, by session."""
-    out: dict[str, builtins.list[SessionEvent]] = {}
-    for sid, group in groupby(rows, key=itemgetter(0)):
-        out[sid] = _events_from_rows(row[1:] for row in group)
     return out
 
 

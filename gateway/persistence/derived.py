@@ -89,7 +89,7 @@ class StoredDerivations:
     """One session's stored log and everything the writer derived from it, as one read
     saw them (what `session-gateway verify` compares with the fold).
 
-    `log` has payloads only where the fold reads them (rule 7), like `load_fold_log`;
+    `log` has payloads only where the fold reads them (rule 7: tool/result rewrites);
     `derivations[i]` is the stored (surface, replaced_by, surface_label) of `log[i]`;
     `citations` the stored (seq, cited_by) rows, ascending.
     """
@@ -571,8 +571,8 @@ async def _fill_rewrite_payloads(
     conn: AsyncConnection, logs: dict[str, builtins.list[SessionEvent]]
 ) -> None:
     """Put the payloads fold rule 7 compares into fold-columns-only logs (in place): those
-    of tool/result replacements and of the events they name as `start` (see
-    `SqlReads.load_fold_log`), for many sessions in a few keyed queries."""
+    of tool/result replacements and of the events they name as `start` (the fold reads
+    no other payload), for many sessions in a few keyed queries."""
     needed: dict[tuple[str, int], int] = {}
     for sid, log in logs.items():
         for position, event in enumerate(log):
