@@ -33,15 +33,8 @@ _PING = select(literal(1))
 
 
 class SqlBase:
-    """The reference persistence backend (module docstring): SQLite or PostgreSQL.
-
-    `url`: `sqlite+aiosqlite:///path.db`, `postgresql+asyncpg://...` (plain `sqlite:`
-    and `postgresql:` are upgraded); default `$SESSION_GATEWAY_DATABASE_URL`, else the
-    embedded SQLite file. `auto_migrate`: migrate a fresh or older schema on first use;
-    default True for SQLite, False for PostgreSQL (see `gateway.persistence.migrations`).
-    Timeouts are in seconds: `connect_timeout` and `statement_timeout` for PostgreSQL
-    (`statement_timeout=None` disables it), `busy_timeout` for SQLite locks.
-    """
+    """The engine, schema policy and transactions of `SqlPersistence` (whose
+    docstring documents the constructor's arguments)."""
 
     def __init__(
         self,

@@ -306,24 +306,8 @@ class SqlDerivedReads(SqlBase):
         by_session: dict[str, builtins.list[int]] = {}
         for sid, seq in dict.fromkeys(keys):
             by_session.setdefault(sid, []).append(seq)
-        out: dict[tuple[str, int], StoredEvent] = {}
         async with self._derived_reading() as conn:
-            for chunk in _chunks(_flatten(by_session), _AT_CHUNK):
-                grouped: dict[str, builtins.list[int]] = {}
-                for sid, seq in chunk:
-                    grouped.setdefault(sid, []).append(seq)
-                m = len(grouped)
-                statement = _statement(("at", m), _events_at_statement, m)
-                params: dict[str, Any] = {}
-                for j, (sid, seqs) in enumerate(grouped.items()):
-                    params[f"sid{j}"], params[f"seqs{j}"] = sid, seqs
-                rows = (await conn.execute(statement, params)).all()
-                sids = [row[0] for row in rows]
-                for sid, stored in zip(
-                    sids, _stored_events_from_rows(row[1:] for row in rows), strict=True
-                ):
-                    out[(sid, stored.event.seq)] = stored
-        return out
+            return await _events_at(conn, _flatten(by_session))
 
     async def read_surfaces(
         self, keys: Sequence[tuple[str, int]]
@@ -582,7 +566,18 @@ async def _fill_rewrite_payloads(
                 start = op.get("start")
                 if type(start) is int and 0 <= start < position and log[start].seq == start:
                     needed[(sid, start)] = start
-    keys = sorted(needed)
+    for (sid, seq), found in (await _events_at(conn, sorted(needed))).items():
+        log = logs[sid]
+        position = needed[(sid, seq)]
+        log[position] = log[position]._replace(data=found.event.data)
+
+
+async def _events_at(
+    conn: AsyncConnection, keys: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], StoredEvent]:
+    """The stored events at these (session id, seq) keys (grouped by session), payloads
+    included, in one statement per chunk of keys; missing keys are left out."""
+    out: dict[tuple[str, int], StoredEvent] = {}
     for chunk in _chunks(keys, _AT_CHUNK):
         grouped: dict[str, builtins.list[int]] = {}
         for sid, seq in chunk:
@@ -593,14 +588,12 @@ async def _fill_rewrite_payloads(
         for j, (sid, seqs) in enumerate(grouped.items()):
             params[f"sid{j}"], params[f"seqs{j}"] = sid, seqs
         rows = (await conn.execute(statement, params)).all()
-        for sid, found in zip(
-            [row[0] for row in rows],
-            _stored_events_from_rows(row[1:] for row in rows),
-            strict=True,
+        sids = [row[0] for row in rows]
+        for sid, stored in zip(
+            sids, _stored_events_from_rows(row[1:] for row in rows), strict=True
         ):
-            log = logs[sid]
-            position = needed[(sid, found.event.seq)]
-            log[position] = log[position]._replace(data=found.event.data)
+            out[(sid, stored.event.seq)] = stored
+    return out
 
 
 async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:

@@ -102,26 +102,27 @@ _INSERT_SESSIONS = sessions.insert().values({name: bindparam(name) for name in _
 _COMPILED_SESSIONS: dict[str, str] = {}
 
 
-def _sessions_sql(dialect: Dialect) -> str:
-    """The sessions insert compiled for `dialect`, run with positional rows (`_SESSION_ORDER`)."""
-    sql = _COMPILED_SESSIONS.get(dialect.name)
+def _positional_sql(
+    cache: dict[str, str], insert: Any, order: tuple[str, ...], dialect: Dialect
+) -> str:
+    """`insert` compiled once for `dialect`, to run with positional rows in `order`."""
+    sql = cache.get(dialect.name)
     if sql is None:
-        compiled = _INSERT_SESSIONS.compile(dialect=dialect)
-        if tuple(compiled.positiontup or ()) != _SESSION_ORDER:  # pragma: no cover
+        compiled = insert.compile(dialect=dialect)
+        if tuple(compiled.positiontup or ()) != order:  # pragma: no cover
             raise RuntimeError(f"unexpected insert parameter order {compiled.positiontup}")
-        sql = _COMPILED_SESSIONS[dialect.name] = str(compiled)
+        sql = cache[dialect.name] = str(compiled)
     return sql
+
+
+def _sessions_sql(dialect: Dialect) -> str:
+    """The sessions insert, run with positional rows (`_SESSION_ORDER`)."""
+    return _positional_sql(_COMPILED_SESSIONS, _INSERT_SESSIONS, _SESSION_ORDER, dialect)
 
 
 def _citations_sql(dialect: Dialect) -> str:
-    """The citations insert compiled for `dialect`, run with positional rows."""
-    sql = _COMPILED_CITATIONS.get(dialect.name)
-    if sql is None:
-        compiled = _INSERT_CITATIONS.compile(dialect=dialect)
-        if tuple(compiled.positiontup or ()) != _CITATION_ORDER:  # pragma: no cover
-            raise RuntimeError(f"unexpected insert parameter order {compiled.positiontup}")
-        sql = _COMPILED_CITATIONS[dialect.name] = str(compiled)
-    return sql
+    """The citations insert, run with positional rows (`_CITATION_ORDER`)."""
+    return _positional_sql(_COMPILED_CITATIONS, _INSERT_CITATIONS, _CITATION_ORDER, dialect)
 
 
 def _whole_fold(batch: builtins.list[SessionEvent]) -> SurfaceFold:
