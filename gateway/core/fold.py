@@ -201,6 +201,56 @@ class SurfaceFold:
             self._check_tool_result_rewrite(event, shadowed)
         self._commit_replace(seq, start, end, shadowed)
 
+    def apply_all(self, events: Iterable[FoldableEvent]) -> None:
+        """`apply` each event in turn: the whole-log fold's hot loop.
+
+        The two common cases, a valid log-only event and a plain append, are
+        inlined with the same checks in the same order; everything else (and
+        every rejection) goes through `apply`, so the outcome is identical.
+        """
+        states = self._states
+        label, prev, nxt = self._label, self._prev, self._next
+        add_state, add_label, add_prev, add_next = (
+            states.append,
+            label.append,
+            prev.append,
+            nxt.append,
+        )
+        surface_types, apply, none = SURFACE_TYPES, self.apply, _NONE
+        tail = self._tail
+        try:
+            for event in events:
+                seq = event.seq
+                op = event.surface_op
+                sources = event.source_event_seqs
+                if type(seq) is int and seq == len(states):
+                    if event.type not in surface_types:
+                        if op is None and sources is None:
+                            add_state(_LOG_ONLY)
+                            add_label(none)
+                            add_prev(none)
+                            add_next(none)
+                            continue
+                    elif op == "append":
+                        if sources is not None:
+                            _check_sources(seq, event.type, sources)
+                        if tail == none:
+                            self._head = seq
+                            add_label(0)
+                        else:
+                            nxt[tail] = seq
+                            add_label(label[tail] + 1)
+                        add_prev(tail)
+                        add_next(none)
+                        add_state(_CURRENT)
+                        tail = seq
+                        continue
+                self._tail = tail
+                apply(event)  # a replacement, or a rejection naming its rule
+                tail = self._tail
+        finally:  # the state stays whole when an event is refused
+            self._tail = tail
+
     def _link_tail(self, seq: int) -> None:
         tail = self._tail
         if tail == _NONE:
@@ -342,9 +392,7 @@ class SurfaceFold:
 def fold_surface(events: Sequence[FoldableEvent]) -> FoldResult:
     """Replay a whole log; accept it as a whole or raise INVALID_SURFACE naming the rule."""
     state = SurfaceFold(events.__getitem__)
-    apply = state.apply
-    for event in events:
-        apply(event)
+    state.apply_all(events)
     return state.result()
 
 
