@@ -20,7 +20,8 @@ from gateway import SessionQuery, SessionQueryError, SessionStore
 from gateway.core import ErrorCode, SessionHeader
 from gateway.core.lineage import children_index, flatten, trace_lineage
 from gateway.core.observation import Observation, corpus_key
-from gateway.persistence import SqlPersistence
+from gateway.persistence import SqlPersistence, migrate
+from gateway.persistence.engine import create_engine, normalize_url
 from tests.test_persistence_fixtures import (  # noqa: F401  (fixtures)
     db_fixture,
     db_url_fixture,
@@ -177,3 +178,51 @@ async def test_a_stored_cycle_is_invalid_lineage_by_index(db: SqlPersistence) ->
         with pytest.raises(SessionQueryError) as info:
             await query.trace_session(sid)
         assert info.value.code is ErrorCode.INVALID_LINEAGE
+
+
+async def test_the_session_count_is_kept_by_the_database_whoever_writes(
+    db: SqlPersistence, db_url: str
+) -> None:
+    """totalCount reads a counter (no scan); it must equal count(*) after every kind of
+    write: create, import (created, replaced), import_many, delete, and raw SQL."""
+
+    async def both() -> tuple[int, int]:
+        async with db.engine.connect() as conn:
+            scanned = (await conn.execute(text("SELECT count(*) FROM sessions"))).scalar()
+        return await db.count_sessions(), int(scanned or 0)
+
+    await db.create(SessionHeader("a", 1))
+    await db.import_log(SessionHeader("b", 2), [])
+    await db.import_log(SessionHeader("b", 2), [], replace=True)  # unchanged
+    await db.import_many([(SessionHeader(f"m{i}", 3), []) for i in range(5)])
+    assert await both() == (7, 7)
+    await db.delete("a")
+    await insert_chain(db, [("raw1", 4, None), ("raw2", 5, "raw1")])
+    assert await both() == (8, 8)
+    await clear(db)
+    assert await both() == (0, 0)
+
+
+async def test_migration_0003_counts_the_sessions_already_stored(db_url: str) -> None:
+    await migrate(db_url, "0002")
+    engine = create_engine(normalize_url(db_url))
+    try:
+        async with engine.begin() as conn:
+            for sid in ("x", "y", "z"):
+                await conn.execute(
+                    text(
+                        "INSERT INTO sessions (id, version, created_at, event_count) "
+                        "VALUES (:id, 0, 1, 0)"
+                    ),
+                    {"id": sid},
+                )
+    finally:
+        await engine.dispose()
+    await migrate(db_url)
+    db = SqlPersistence(db_url)
+    try:
+        assert await db.count_sessions() == 3
+        await db.create(SessionHeader("w", 2))
+        assert await db.count_sessions() == 4
+    finally:
+        await db.close()

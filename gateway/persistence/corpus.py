@@ -6,7 +6,8 @@ statements (id lists are chunked at `_KEY_CHUNK`), on SQLite and PostgreSQL alik
 - `headers_page` is a keyset page over `ix_sessions_newest_first`
   (`created_at DESC, id`): `created_at <= c AND (created_at < c OR id > i)`,
   whose first term bounds the index range so a deep page costs what it returns;
-- `count_sessions` is one `count(*)`;
+- `count_sessions` reads the one row of `corpus_stats` that triggers keep
+  equal to the number of sessions (migration 0003): a read, not a scan;
 - `load_children` is an IN over `ix_sessions_parent_session`;
 - `load_ancestry` and `load_descendancy` are recursive CTEs (`WITH RECURSIVE`)
   whose recursive term is joined by primary key (ancestry) or by the parent
@@ -33,7 +34,6 @@ from sqlalchemy import (
     BindParameter,
     Select,
     bindparam,
-    func,
     or_,
     select,
     text,
@@ -44,7 +44,7 @@ from gateway.core.model import SessionHeader
 
 from .base import SqlBase
 from .codec import _chunks, _header_from_row
-from .tables import HEADER_COLUMNS, sessions
+from .tables import HEADER_COLUMNS, corpus_stats, sessions
 
 _KEY_CHUNK = 500
 _HEADER_SELECT = [sessions.c[name] for name in HEADER_COLUMNS]
@@ -53,7 +53,7 @@ _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _NEWEST_FIRST = (sessions.c.created_at.desc(), sessions.c.id)
 
 _SELECT_HEADERS_IN = select(*_HEADER_SELECT).where(sessions.c.id.in_(_IDS))
-_COUNT = select(func.count()).select_from(sessions)
+_COUNT = select(corpus_stats.c.session_count).where(corpus_stats.c.id == 1)
 _FIRST_PAGE = select(*_HEADER_SELECT).order_by(*_NEWEST_FIRST).limit(bindparam("limit"))
 _PAGE_AFTER = (
     select(*_HEADER_SELECT)

@@ -37,6 +37,9 @@ in model order and the nodes one replacement removed in their surface order.
 
 `citations`: one row per (cited seq, citing seq) of a session: the reverse of
 `source_event_seqs`, so "who cites this event" is a key range.
+
+`corpus_stats`: one row whose `session_count` triggers (migration 0003) keep
+equal to the number of `sessions` rows, so a corpus count is one read.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     Dialect,
     ForeignKey,
@@ -182,3 +186,12 @@ citations = Table(
 
 HEADER_COLUMNS: tuple[str, ...] = HEADER_FIELDS
 """The `sessions` columns that hold header fields (SessionHeader attribute names)."""
+
+corpus_stats = Table(
+    "corpus_stats",
+    metadata,
+    Column("id", Integer, nullable=False),
+    Column("session_count", BigInteger, nullable=False),
+    CheckConstraint("id = 1", name="ck_corpus_stats_one_row"),
+    PrimaryKeyConstraint("id", name="pk_corpus_stats"),
+)
