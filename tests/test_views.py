@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from gateway import SessionQueryError, SessionStore
 from gateway.core import EventSurface, SessionHeader, fold_surface
 from gateway.core.fold import iter_citations
-from gateway.core.observation import Observation, StoredView
+from gateway.core.observation import Observation
+from gateway.core.stored_view import StoredView
 from gateway.core.views import FoldedView, SessionView
 from gateway.persistence import SqlPersistence
 from tests.test_fold_properties import logs

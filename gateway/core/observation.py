@@ -33,21 +33,15 @@ from .backend import (
 )
 from .batching import Batcher
 from .errors import ErrorCode, SessionQueryError
-from .fold import SURFACE_BY_CODE, EventSurface, fold_surface
+from .fold import fold_surface
 from .lineage import children_index
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .store import LiveSession, SessionStore
+from .stored_view import StoredView
 from .views import (
-    CURRENT,
-    SHADOWED,
-    Classified,
-    EventPage,
     FoldedView,
-    Relations,
     SessionView,
-    codes_of,
-    page_start,
 )
 
 T = TypeVar("T")
@@ -607,73 +601,6 @@ class Observation:
                 return {sid: pool[sid] for sid in reached}
 
 
-class StoredView(SessionView):
-    """A stored session answered from the backend's stored derivations, by index."""
-
-    live = False
-
-    def __init__(self, obs: Observation, stored: StoredSession) -> None:
-        assert stored.counts is not None
-        self.header = stored.header
-        self.length = stored.event_count
-        self._counts = stored.counts
-        self._obs = obs
-
-    def _classify(self, row: StoredEvent) -> Classified:
-        code = row.surface
-        if code == SHADOWED and (row.replaced_by is None or row.replaced_by >= self.length):
-            code = CURRENT
-        return Classified(row.event, SURFACE_BY_CODE[code])
-
-    def _query(self, lo: int, hi: int, **kw: Any) -> EventQuery:
-        return EventQuery(self.session_id, lo, hi, self.length, **kw)
-
-    async def page(
-        self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
-    ) -> EventPage:
-        n = self.length
-        start = page_start(after_seq, n)
-        codes = None if wanted is None else codes_of(wanted)
-        read = self._obs.read_events
-        after = (
-            read(self._query(start, n - 1, surfaces=codes, limit=first + 1)) if start < n else None
-        )
-        if codes is None:
-            rows = await after if after is not None else []
-            has_previous, total = start > 0, n
-        else:
-            before = read(self._query(0, start - 1, surfaces=codes, limit=1)) if start else None
-            rows, earlier = await asyncio.gather(_or_empty(after), _or_empty(before))
-            has_previous = bool(earlier)
-            total = sum(self._counts[c] for c in codes)
-        items = [self._classify(r) for r in rows[:first]]
-        return EventPage(items, len(rows) > first, has_previous, total)
-
-    async def events_at(self, seqs: Sequence[int]) -> list[Classified]:
-        rows = await self._obs.read_events_at(self.session_id, seqs)
-        return [self._classify(r) for r in rows]
-
-    async def window(self, lo: int, hi: int) -> list[SessionEvent]:
-        lo, hi = max(lo, 0), min(hi, self.length - 1)
-        if lo > hi:
-            return []
-        return [r.event for r in await self._obs.read_events(self._query(lo, hi))]
-
-    async def surface(self) -> list[Classified]:
-        rows = await self._obs.read_surface(self.session_id, self.length)
-        return [Classified(r.event, EventSurface.CURRENT) for r in rows]
-
-    async def relations(self, seq: int) -> Relations:
-        trace = await self._obs.read_trace(self.session_id, seq, self.length)
-        return Relations(list(trace.replacement_chain), list(trace.replaced), list(trace.derived))
-
-    async def classes(self) -> list[Classified]:
-        if self.length == 0:
-            return []
-        rows = await self._obs.read_events(self._query(0, self.length - 1, with_data=False))
-        return [self._classify(r) for r in rows]
-
-
 def _reachable(root: SessionHeader, pool: dict[str, SessionHeader]) -> list[str]:
     """Ids below `root` through child links among `pool` (excluding the root itself)."""
     index: dict[str, list[str]] = {}
@@ -695,10 +622,6 @@ def _reachable(root: SessionHeader, pool: dict[str, SessionHeader]) -> list[str]
 
 async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
-
-
-async def _or_empty(rows: Awaitable[list[StoredEvent]] | None) -> list[StoredEvent]:
-    return [] if rows is None else await rows
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
