@@ -138,9 +138,16 @@ class Observation:
         return cast(Batcher[K, V], loader)
 
     async def _load(self, name: str, what: str, fetch: Any, key: Any) -> Any:
-        """One key of one batched backend question, asked once per observation."""
-        loader = self._batcher(name, what, fetch)
-        return await self._once(("ask", name, key), lambda: loader.load(key))
+        """One key of one batched backend question, asked once per observation: the
+        batch's own future is remembered (no task per key), shielded from any one
+        asker's cancellation like `_once`."""
+        memo_key = ("ask", name, key)
+        fut = self._memo.get(memo_key)
+        if fut is None:
+            fut = self._batcher(name, what, fetch).load(key)
+            fut.add_done_callback(_consume)
+            self._memo[memo_key] = fut
+        return await asyncio.shield(fut)
 
     # -- the live side (never touches persistence) -------------------------------------
 
