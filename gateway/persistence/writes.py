@@ -5,9 +5,12 @@ See `gateway.persistence.sql` for the contract of each write.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from itertools import groupby
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
@@ -97,6 +100,8 @@ _COMPILED_CITATIONS: dict[str, str] = {}
 _LOCK_HEADERS = select(*_HEADER_SELECT, sessions.c.event_count).with_for_update()
 _PAUSE_GC_FROM = 1000
 """Logs at least this long are folded with the cyclic GC paused (`gc_paused`)."""
+_OFF_LOOP_FROM = 20_000
+"""Logs at least this long are validated, folded and encoded in a worker thread."""
 _SESSION_ORDER = tuple(column.name for column in sessions.columns)
 _INSERT_SESSIONS = sessions.insert().values({name: bindparam(name) for name in _SESSION_ORDER})
 _COMPILED_SESSIONS: dict[str, str] = {}
@@ -125,17 +130,17 @@ def _citations_sql(dialect: Dialect) -> str:
     return _positional_sql(_COMPILED_CITATIONS, _INSERT_CITATIONS, _CITATION_ORDER, dialect)
 
 
-def _whole_fold(batch: builtins.list[SessionEvent]) -> SurfaceFold:
-    """A whole log's fold state (raises INVALID_SURFACE naming the rule, like `fold_surface`)."""
+def _whole_fold(batch: builtins.list[SessionEvent], *, pause_gc: bool = True) -> SurfaceFold:
+    """A whole log's fold state (raises INVALID_SURFACE naming the rule, like `fold_surface`).
+
+    `pause_gc=False` in a worker thread: the pause is process-wide, and the event
+    loop serves other requests meanwhile."""
     fold = SurfaceFold(batch.__getitem__)
-    apply = fold.apply
-    if len(batch) < _PAUSE_GC_FROM:
-        for event in batch:
-            apply(event)
+    if len(batch) < _PAUSE_GC_FROM or not pause_gc:
+        fold.apply_all(batch)
         return fold
     with gc_paused():
-        for event in batch:
-            apply(event)
+        fold.apply_all(batch)
     return fold
 
 
@@ -157,18 +162,29 @@ def prepare_import(header: SessionHeader, events: Sequence[SessionEvent]) -> Pre
     return PreparedImport(header, batch, *_derive_whole(header, batch))
 
 
+_Derived = tuple[dict[str, Any], builtins.list[_EventRow], builtins.list[tuple[str, int, int]]]
+
+
 def _derive_whole(
-    header: SessionHeader, batch: builtins.list[SessionEvent]
-) -> tuple[dict[str, Any], builtins.list[_EventRow], builtins.list[tuple[str, int, int]]]:
+    header: SessionHeader, batch: builtins.list[SessionEvent], *, pause_gc: bool = True
+) -> _Derived:
     """Validate a whole log and make its session row, event rows and citation rows."""
     header_row = _header_row(header, len(batch))
     encoded = _encode_events(header.id, batch)
-    fold = _whole_fold(batch)
+    fold = _whole_fold(batch, pause_gc=pause_gc)
     derivations = fold.derivations(0)
     codes = fold.codes
     current, shadowed = codes.count(1), codes.count(2)
     header_row.update(current_count=current, shadowed_count=shadowed, derived_count=len(batch))
     return header_row, _derived_rows(encoded, derivations), _citation_rows(header.id, batch)
+
+
+async def _derive_off_loop(header: SessionHeader, batch: builtins.list[SessionEvent]) -> _Derived:
+    """`_derive_whole`, in a worker thread for a long log so that the event loop of a
+    host that writes while it serves keeps answering (CPU work would stall it)."""
+    if len(batch) < _OFF_LOOP_FROM:
+        return _derive_whole(header, batch)
+    return await asyncio.to_thread(partial(_derive_whole, header, batch, pause_gc=False))
 
 
 @dataclass(slots=True)
@@ -187,7 +203,7 @@ class SqlWrites(SqlBase):
 
     async def create(self, header: SessionHeader, events: Sequence[SessionEvent] = ()) -> None:
         """Store a new session, with its initial log (validated as a whole), atomically."""
-        header_row, rows, cites = _derive_whole(header, builtins.list(events))
+        header_row, rows, cites = await _derive_off_loop(header, builtins.list(events))
         async with self._writing() as conn:
             await self._insert_session(conn, header, header_row, rows, cites)
 
@@ -308,19 +324,7 @@ class SqlWrites(SqlBase):
         Payloads are read only for stored tool/results that the batch rewrites.
         """
         log: builtins.list[FoldableEvent] = []
-        add = log.append
         rows = await _driver_rows(conn, _SELECT_SURFACE_FOLD, {"sid": session_id})
-        with gc_paused():  # synchronous decoding only: never across an await
-            for seq, etype, op, src in rows:
-                while len(log) < seq:
-                    add(_FoldEvent("", len(log), None, None, None))
-                stub = _REWRITE_STUB if etype == _TOOL_RESULT else None
-                sources = None if src is None else _load_sources(src)
-                add(_FoldEvent(etype, seq, stub, _load_op(op), sources))
-            while len(log) < stored:
-                add(_FoldEvent("", len(log), None, None, None))
-            del rows
-
         real: dict[int, FoldableEvent] = {}
         replaying = True
 
@@ -335,10 +339,26 @@ class SqlWrites(SqlBase):
             return found
 
         fold = SurfaceFold(lookup)
+
+        def replay(pause_gc: bool) -> None:
+            """Rebuild the stored log's fold (synchronous: a GC pause never spans an await)."""
+            add = log.append
+            with gc_paused() if pause_gc else nullcontext():
+                for seq, etype, op, src in rows:
+                    while len(log) < seq:
+                        add(_FoldEvent("", len(log), None, None, None))
+                    stub = _REWRITE_STUB if etype == _TOOL_RESULT else None
+                    sources = None if src is None else _load_sources(src)
+                    add(_FoldEvent(etype, seq, stub, _load_op(op), sources))
+                while len(log) < stored:
+                    add(_FoldEvent("", len(log), None, None, None))
+                fold.apply_all(log)
+
         try:
-            with gc_paused():
-                for event in log:
-                    fold.apply(event)
+            if stored < _OFF_LOOP_FROM:
+                replay(True)
+            else:  # a long log: off the event loop, so a host serving reads keeps answering
+                await asyncio.to_thread(replay, False)
         except SessionQueryError as exc:
             raise SessionQueryError(
                 ErrorCode.INVALID_SURFACE,
@@ -376,7 +396,8 @@ class SqlWrites(SqlBase):
         log under the id raises SessionConflictError naming the difference. The
         log is validated with the fold before anything is written.
         """
-        prepared = prepare_import(header, events)
+        batch = builtins.list(events)
+        prepared = PreparedImport(header, batch, *await _derive_off_loop(header, batch))
         async with self._writing() as conn:
             return await self._import_one(conn, prepared, replace=replace)
 
