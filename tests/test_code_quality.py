@@ -38,3 +38,22 @@ def test_core_imports_nothing_of_graphql_or_sql():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_the_gc_pause_is_never_held_across_an_await():
+    """gc_paused() switches the collector off for the whole process: a block that awaits
+    would keep it off while other requests run (issue 8). Every such block must be sync."""
+    import ast
+
+    held = []
+    for path in (ROOT / "gateway").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.With, ast.AsyncWith)):
+                continue
+            pauses = any("gc_paused" in ast.unparse(item.context_expr) for item in node.items)
+            awaits = any(
+                isinstance(n, (ast.Await, ast.AsyncFor, ast.AsyncWith)) for n in ast.walk(node)
+            )
+            if pauses and awaits:
+                held.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not held, held
