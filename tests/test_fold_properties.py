@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway import SessionQueryError, SessionStore
-from gateway.core import EventSurface, SessionEvent, fold_surface
+from gateway.core import EventSurface, SessionEvent, SurfaceFold, fold_surface
 
 SURFACE = ("user/message", "assistant/message", "tool/result")
 
@@ -122,3 +122,35 @@ def test_property_last_element_of_a_replacement_chain_is_current(events):
             assert seq in result.replacement(chain[0]).shadowed
         else:
             assert result.surface_of(seq) is not EventSurface.SHADOWED
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.data())
+def test_property_resuming_from_the_stored_surface_equals_folding_on(events, data):
+    """A writer resumes the fold from the stored current surface (seq, label) and the
+    codes of the seqs the next events name: appending the rest then gives the same
+    classes, surface, labels and replacements, or the same refusal, as one whole fold."""
+    cut = data.draw(st.integers(0, len(events)))
+    head = SurfaceFold(events.__getitem__)
+    try:
+        for event in events[:cut]:
+            head.apply(event)
+    except SessionQueryError:
+        return  # only valid prefixes are stored
+    whole = SurfaceFold(events.__getitem__)
+    current = [(seq, head.label(seq)) for seq in head.nodes()]
+    codes = {s: head.code(s) for s in range(cut) if head.code(s) != 1}
+    resumed = SurfaceFold.resume(cut, current, codes, events.__getitem__)
+    outcomes = []
+    for fold in (whole, resumed):
+        try:
+            for event in events if fold is whole else events[cut:]:
+                fold.apply(event)
+            outcomes.append(None)
+        except SessionQueryError as exc:
+            outcomes.append(exc.message)
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0] is None:
+        assert resumed.nodes() == whole.nodes()
+        assert resumed.derivations(cut) == whole.derivations(cut)
+        assert resumed.replacements_since(cut) == whole.replacements_since(cut)

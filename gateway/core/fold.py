@@ -13,7 +13,7 @@ log through the same `apply` and returns a detached `FoldResult`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -164,6 +164,43 @@ class SurfaceFold:
 
     def __len__(self) -> int:
         return len(self._states)
+
+    @classmethod
+    def resume(
+        cls,
+        length: int,
+        current: Iterable[tuple[int, int]],
+        codes: Mapping[int, int],
+        lookup: Callable[[int], FoldableEvent],
+    ) -> SurfaceFold:
+        """The state after a log of `length` events, from what a writer stored of it.
+
+        `current` is the surface as (seq, label) in label order; `codes` gives the
+        class code of other seqs the next events may name (any other seq reads as
+        log-only: it only changes which rule-4 message a refusal gives). What came
+        before is not replayed: `replaced_by`, `replacement`, `replacements_since`
+        and `derivations` answer for the events applied from now on, which is what
+        a writer appending to a stored log needs.
+        """
+        fold = cls(lookup)
+        states = fold._states = bytearray(length)
+        for seq, code in codes.items():
+            states[seq] = code
+        label = fold._label = [_NONE] * length
+        prev = fold._prev = [_NONE] * length
+        nxt = fold._next = [_NONE] * length
+        last = _NONE
+        for seq, seq_label in current:
+            states[seq] = _CURRENT
+            label[seq] = seq_label
+            prev[seq] = last
+            if last == _NONE:
+                fold._head = seq
+            else:
+                nxt[last] = seq
+            last = seq
+        fold._tail = last
+        return fold
 
     def apply(self, event: FoldableEvent) -> None:
         """Validate `event` as the next entry of the log, then commit it."""
