@@ -77,8 +77,18 @@ _COMPARE_CHUNK = 10000
 # checked when the stored log was written; replaying it compares this stub to itself.
 _REWRITE_STUB: dict[str, Any] = {"message": {"content": [{}]}}
 _SHADOWED = 2
+_SELECT_CURRENT = (
+    select(events.c.seq, events.c.surface_label)
+    .where(events.c.session_id == bindparam("sid"), events.c.surface == 1)
+    .order_by(events.c.surface_label)
+)
 _LOCK_FOR_APPEND = (
-    select(sessions.c.event_count, sessions.c.derived_count)
+    select(
+        sessions.c.event_count,
+        sessions.c.derived_count,
+        sessions.c.current_count,
+        sessions.c.shadowed_count,
+    )
     .where(sessions.c.id == bindparam("sid"))
     .with_for_update()
 )
@@ -257,7 +267,11 @@ class SqlWrites(SqlBase):
             if not batch:
                 return stored
             _check_contiguous(session_id, batch, stored)
-            fold, log = await self._stored_fold(conn, session_id, stored, batch)
+            log: builtins.list[FoldableEvent] = []
+            if derived == stored:  # resume from the stored surface: no replay of the log
+                fold = await self._resumed_fold(conn, session_id, stored, batch)
+            else:
+                fold, log = await self._stored_fold(conn, session_id, stored, batch)
             with gc_paused():
                 for event in batch:
                     fold.apply(event)
@@ -267,6 +281,7 @@ class SqlWrites(SqlBase):
             except IntegrityError:
                 raise NonContiguousAppendError(session_id, stored, batch[0].seq) from None
             cites = _citation_rows(session_id, batch)
+            codes = fold.codes
             if derived == stored:
                 newly = [
                     {"b_sid": session_id, "b_seq": seq, "b_by": made.seq}
@@ -276,11 +291,13 @@ class SqlWrites(SqlBase):
                 ]
                 if newly:
                     await conn.execute(_SHADOW_STORED, newly)
+                # the stored counts, moved by the batch (the resumed fold knows only it)
+                current = int(locked.current_count) - len(newly) + codes.count(1, stored)
+                shadowed = int(locked.shadowed_count) + len(newly) + codes.count(2, stored)
             else:
                 await self._derive_stored(conn, session_id, fold.derivations(0)[:stored])
                 cites = _citation_rows(session_id, log) + cites
-            codes = fold.codes
-            current, shadowed = codes.count(1), codes.count(2)
+                current, shadowed = codes.count(1), codes.count(2)
             await self._insert_citations(conn, cites)
             new_count = stored + len(batch)
             await conn.execute(
@@ -294,6 +311,45 @@ class SqlWrites(SqlBase):
                 )
             )
         return new_count
+
+    @staticmethod
+    async def _resumed_fold(
+        conn: AsyncConnection, session_id: str, stored: int, batch: Sequence[SessionEvent]
+    ) -> SurfaceFold:
+        """The fold state after a derived stored log, from its stored current surface
+        (labels in order) and the codes of the stored seqs the batch's replacements
+        name: an append costs the surface and the batch, not the log."""
+        current = [
+            (int(seq), int(label))
+            for seq, label in await conn.execute(_SELECT_CURRENT, {"sid": session_id})
+        ]
+        on_surface = {seq for seq, _ in current}
+        named = {
+            v
+            for event in batch
+            if type(event.surface_op) is dict
+            for v in (event.surface_op.get("start"), event.surface_op.get("end"))
+            if type(v) is int and 0 <= v < stored and v not in on_surface
+        }
+        codes: dict[int, int] = {}
+        if named:
+            result = await conn.execute(
+                select(events.c.seq, events.c.surface).where(
+                    events.c.session_id == session_id, events.c.seq.in_(sorted(named))
+                )
+            )
+            codes = {int(seq): int(code) for seq, code in result}
+        real = await _rewrite_payloads(conn, session_id, batch, stored)
+
+        def lookup(seq: int) -> FoldableEvent:
+            if seq >= stored:
+                return batch[seq - stored]
+            found = real.get(seq)
+            if found is None:  # pragma: no cover - guarded by _rewrite_targets
+                raise RuntimeError(f"append: the payload of stored seq {seq} was not loaded")
+            return found
+
+        return SurfaceFold.resume(stored, current, codes, lookup)
 
     @staticmethod
     async def _derive_stored(
@@ -370,15 +426,7 @@ class SqlWrites(SqlBase):
                 f"the stored log of session {session_id!r} has {len(fold)} events, "
                 f"but its header counts {stored}",
             )
-        targets = _rewrite_targets(batch, stored)
-        if targets:
-            result = await conn.execute(
-                select(events.c.seq, events.c.type, _json_text(events.c.data)).where(
-                    and_(events.c.session_id == session_id, events.c.seq.in_(sorted(targets)))
-                )
-            )
-            for seq, etype, data in result:
-                real[seq] = _FoldEvent(etype, seq, _loads(data), None, None)
+        real.update(await _rewrite_payloads(conn, session_id, batch, stored))
         replaying = False
         return fold, log
 
@@ -669,3 +717,19 @@ def _rewrite_targets(batch: Sequence[SessionEvent], stored: int) -> set[int]:
             if type(start) is int and 0 <= start < stored:
                 targets.add(start)
     return targets
+
+
+async def _rewrite_payloads(
+    conn: AsyncConnection, session_id: str, batch: Sequence[SessionEvent], stored: int
+) -> dict[int, FoldableEvent]:
+    """The stored tool/results a replacement in `batch` rewrites, with their payloads:
+    the only stored payloads fold rule 7 compares."""
+    targets = _rewrite_targets(batch, stored)
+    if not targets:
+        return {}
+    result = await conn.execute(
+        select(events.c.seq, events.c.type, _json_text(events.c.data)).where(
+            and_(events.c.session_id == session_id, events.c.seq.in_(sorted(targets)))
+        )
+    )
+    return {seq: _FoldEvent(etype, seq, _loads(data), None, None) for seq, etype, data in result}
