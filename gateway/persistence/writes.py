@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -340,16 +340,7 @@ class SqlWrites(SqlBase):
             )
             codes = {int(seq): int(code) for seq, code in result}
         real = await _rewrite_payloads(conn, session_id, batch, stored)
-
-        def lookup(seq: int) -> FoldableEvent:
-            if seq >= stored:
-                return batch[seq - stored]
-            found = real.get(seq)
-            if found is None:  # pragma: no cover - guarded by _rewrite_targets
-                raise RuntimeError(f"append: the payload of stored seq {seq} was not loaded")
-            return found
-
-        return SurfaceFold.resume(stored, current, codes, lookup)
+        return SurfaceFold.resume(stored, current, codes, _append_lookup(batch, stored, real))
 
     @staticmethod
     async def _derive_stored(
@@ -383,16 +374,10 @@ class SqlWrites(SqlBase):
         rows = await _driver_rows(conn, _SELECT_SURFACE_FOLD, {"sid": session_id})
         real: dict[int, FoldableEvent] = {}
         replaying = True
+        appending = _append_lookup(batch, stored, real)
 
         def lookup(seq: int) -> FoldableEvent:
-            if replaying:
-                return log[seq]
-            if seq >= stored:
-                return batch[seq - stored]
-            found = real.get(seq)
-            if found is None:  # pragma: no cover - guarded by _rewrite_targets
-                raise RuntimeError(f"append: the payload of stored seq {seq} was not loaded")
-            return found
+            return log[seq] if replaying else appending(seq)
 
         fold = SurfaceFold(lookup)
 
@@ -733,3 +718,20 @@ async def _rewrite_payloads(
         )
     )
     return {seq: _FoldEvent(etype, seq, _loads(data), None, None) for seq, etype, data in result}
+
+
+def _append_lookup(
+    batch: Sequence[SessionEvent], stored: int, real: dict[int, FoldableEvent]
+) -> Callable[[int], FoldableEvent]:
+    """The fold's `lookup` while a batch is applied after `stored` events: batch events
+    by position, stored ones from the rule-7 payloads read for the batch (`real`)."""
+
+    def lookup(seq: int) -> FoldableEvent:
+        if seq >= stored:
+            return batch[seq - stored]
+        found = real.get(seq)
+        if found is None:  # pragma: no cover - guarded by _rewrite_targets
+            raise RuntimeError(f"append: the payload of stored seq {seq} was not loaded")
+        return found
+
+    return lookup
