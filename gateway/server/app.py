@@ -50,6 +50,7 @@ from .limits import (
     BodySizeLimit,
     Limits,
 )
+from .principal import Authenticate
 from .schema import build_schema
 
 logger = logging.getLogger("gateway.server")
@@ -113,6 +114,7 @@ def create_app(
     debug: bool = False,
     metrics: GatewayMetrics | None = None,
     expose_metrics: bool = True,
+    authenticate: Authenticate | None = None,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -122,6 +124,8 @@ def create_app(
     `metrics` collects the app's Prometheus metrics (a fresh `GatewayMetrics` when
     None), served at `/metrics` unless `expose_metrics=False`; backend calls are
     counted when the mounted backend is `instrument_backend(backend, metrics)`.
+    `authenticate` turns auth on (see `gateway.server.principal`); None serves
+    everyone the whole corpus.
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
@@ -202,4 +206,5 @@ def create_app(
     app.state.schema = schema
     app.state.limits = limits
     app.state.metrics = metrics
+    app.state.authenticate = authenticate
     return app

@@ -9,7 +9,7 @@ reads it through `principal_of`, so there is one place that says how.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,16 @@ class Principal:
         return "all" in self.grants
 
 
+class Unauthenticated(Exception):
+    """The credentials were missing, unknown, expired or revoked (HTTP 401, UNAUTHENTICATED)."""
+
+
+# Resolves an `Authorization` header value ("Bearer SECRET", or None when the
+# request sent none) to a Principal, or raises Unauthenticated. `create_app`
+# takes one (`authenticate=`); None means auth is off.
+Authenticate = Callable[[str | None], Awaitable[Principal]]
+
+
 def principal_of(scope: Mapping[str, Any]) -> Principal | None:
     """The principal stored in an ASGI scope (or a Starlette request), None when auth is off."""
     state = scope.get("state")
@@ -48,4 +58,11 @@ def attach_principal(scope: dict[str, Any], principal: Principal) -> None:
     scope.setdefault("state", {})[STATE_KEY] = principal
 
 
-__all__ = ["STATE_KEY", "Principal", "attach_principal", "principal_of"]
+__all__ = [
+    "STATE_KEY",
+    "Authenticate",
+    "Principal",
+    "Unauthenticated",
+    "attach_principal",
+    "principal_of",
+]
