@@ -115,6 +115,7 @@ def create_app(
     metrics: GatewayMetrics | None = None,
     expose_metrics: bool = True,
     authenticate: Authenticate | None = None,
+    cors_origins: Sequence[str] = (),
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -125,7 +126,8 @@ def create_app(
     None), served at `/metrics` unless `expose_metrics=False`; backend calls are
     counted when the mounted backend is `instrument_backend(backend, metrics)`.
     `authenticate` turns auth on (see `gateway.server.principal`); None serves
-    everyone the whole corpus.
+    everyone the whole corpus. `cors_origins` are the browser origins allowed
+    to call `/graphql` from another origin (none by default).
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
@@ -207,4 +209,5 @@ def create_app(
     app.state.limits = limits
     app.state.metrics = metrics
     app.state.authenticate = authenticate
+    app.state.cors_origins = tuple(cors_origins)
     return app
