@@ -60,6 +60,7 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
+    UniqueConstraint,
     false,
     text,
 )
@@ -195,3 +196,20 @@ corpus_stats = Table(
     CheckConstraint("id = 1", name="ck_corpus_stats_one_row"),
     PrimaryKeyConstraint("id", name="pk_corpus_stats"),
 )
+
+access_tokens = Table(
+    "access_tokens",
+    metadata,
+    Column("token_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("secret_hash", Text, nullable=False),
+    Column("grants", Text, nullable=False),
+    Column("trusted_documents_only", Boolean, nullable=False, server_default=false()),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger),
+    Column("revoked_at", BigInteger),
+    Column("last_used_at", BigInteger),
+    PrimaryKeyConstraint("token_id", name="pk_access_tokens"),
+    UniqueConstraint("name", name="uq_access_tokens_name"),
+)
+"""Access tokens (migration 0004, SPEC §10); secrets stored only as keyed hashes."""

@@ -38,6 +38,7 @@ from gateway.observability import (
 )
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
 
+from .auth import AuthMiddleware
 from .context import Context
 from .cursors import CursorCodec
 from .http import GraphQLHTTP
@@ -50,7 +51,7 @@ from .limits import (
     BodySizeLimit,
     Limits,
 )
-from .principal import Authenticate
+from .principal import Authenticate, principal_of
 from .schema import build_schema
 
 logger = logging.getLogger("gateway.server")
@@ -137,7 +138,7 @@ def create_app(
     cursors = CursorCodec(cursor_secret)
 
     def make_context(request: Request) -> Context:
-        return Context.for_request(query, cursors)
+        return Context.for_request(query, cursors, principal_of(request))
 
     def page(request: Request) -> str:
         return graphiql_html(
@@ -200,6 +201,7 @@ def create_app(
         middleware=[
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
+            *([Middleware(AuthMiddleware, authenticate=authenticate)] if authenticate else []),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),
         ],
         lifespan=lifespan,
