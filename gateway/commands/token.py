@@ -79,6 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
         display_url,
         normalize_url,
     )
+    from gateway.persistence.errors import SchemaVersionError
     from gateway.persistence.tokens import TokenError, TokenStore, load_token_key, now_ms
 
     try:
@@ -116,6 +117,9 @@ async def _run(args: argparse.Namespace) -> int:
     except TokenError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    except SchemaVersionError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         print(
             f"{PROG}: database {display_url(url)} failed: {type(exc).__name__}: "
