@@ -614,8 +614,35 @@ class Observation:
                 out.append(SessionRecord(header, live=False, persisted=True))
         return out
 
-    async def sessions_page(self, after: SessionKey | None, first: int) -> SessionsPage:
-        """`first` records after the key `after`, in corpus order, and the corpus size.
+    async def sessions_total(self) -> int:
+        """How many (visible) sessions the corpus holds, counted once per observation:
+        the backend's count (scoped when the observation is) plus live-only sessions."""
+        return await self._once(("sessions-total",), self._count_sessions)
+
+    async def _count_sessions(self) -> int:
+        corpus = self._caps.corpus
+        if self._backend is not None and corpus is None:
+            return len(await self.records())
+        every_live = self.live_headers()
+        live = [h.id for h in await self._visible_only(list(every_live.values()))]
+        if corpus is None:
+            return len(live)
+        where = await self._session_filter()
+        persisted, stored_live = await asyncio.gather(
+            self._call_backend(
+                "count sessions",
+                lambda: corpus.count_sessions() if where is None else corpus.count_sessions(where),
+            ),
+            self.persisted_headers(live),
+        )
+        return int(persisted) + sum(1 for sid in live if sid not in stored_live)
+
+    async def sessions_page(
+        self, after: SessionKey | None, first: int, *, with_total: bool = True
+    ) -> SessionsPage:
+        """`first` records after the key `after`, in corpus order, and the corpus size
+        (`total`; -1 unless `with_total`, since a scoped count can cost more than the
+        page: see `sessions_total`).
 
         With a backend that pages by index: its keyset page merged with the live
         overlay (live ids it also holds are skipped in its page and counted once).
@@ -632,27 +659,26 @@ class Observation:
         every_live = self.live_headers()
         live = {h.id: h for h in await self._visible_only(list(every_live.values()))}
         where = await self._session_filter()
-        stored_live = await self.persisted_headers(list(live))
-        persisted_count = 0
-        page_rows: list[SessionHeader] = []
-        if corpus is not None:
-            persisted_count, page_rows = await asyncio.gather(
-                self._call_backend(
-                    "count sessions",
-                    lambda: (
-                        corpus.count_sessions() if where is None else corpus.count_sessions(where)
-                    ),
-                ),
-                self._call_backend(
-                    "page sessions",
-                    lambda: corpus.headers_page(
-                        None if after is None else (-after[0], after[1]),
-                        first + 1,
-                        *(() if where is None else (where,)),
-                    ),
+
+        async def rows() -> list[SessionHeader]:
+            if corpus is None:
+                return []
+            found: list[SessionHeader] = await self._call_backend(
+                "page sessions",
+                lambda: corpus.headers_page(
+                    None if after is None else (-after[0], after[1]),
+                    first + 1,
+                    *(() if where is None else (where,)),
                 ),
             )
-        total = persisted_count + sum(1 for sid in live if sid not in stored_live)
+            return found
+
+        async def no_total() -> int:
+            return -1
+
+        page_rows, total = await asyncio.gather(
+            rows(), self.sessions_total() if with_total else no_total()
+        )
         merged = [h for h in page_rows if h.id not in every_live]
         merged.extend(h for h in live.values() if after is None or corpus_key(h) > after)
         merged.sort(key=corpus_key)
