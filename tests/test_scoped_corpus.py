@@ -279,3 +279,23 @@ async def test_scoped_corpus_id_globs_treat_only_star_and_question_mark_as_wildc
         scoped = SessionQuery(persistence=backend).scoped([f"id:{glob}"])
         page = await scoped.observe().sessions_page(None, 20)
         assert [r.id for r in page.records] == expected and page.total == len(expected)
+
+
+async def test_scoped_corpus_cwd_prefixes_with_pattern_characters_match_literally(
+    db: SqlPersistence,
+) -> None:
+    cwds = ["/a*b", "/a*b/x", "/aXb/x", "/a_b/y", "/a-b/y", "/a%b", "/azzb", "/a[b]/z", "/ab]/z"]
+    for i, cwd in enumerate(cwds):
+        await db.create(SessionHeader(f"s{i}", 100 - i, cwd=cwd))
+    for prefix, expected in (
+        ("/a*b", ["/a*b", "/a*b/x"]),
+        ("/a_b", ["/a_b/y"]),
+        ("/a%b", ["/a%b"]),
+        ("/a[b]", ["/a[b]/z"]),
+        ("/a", []),
+    ):
+        for backend in (db, ListOnly(db)):
+            scoped = SessionQuery(persistence=backend).scoped([f"cwd:{prefix}"])
+            page = await scoped.observe().sessions_page(None, 20)
+            assert [r.header.cwd for r in page.records] == expected, (prefix, backend)
+            assert page.total == len(expected)

@@ -136,6 +136,7 @@ sessions = Table(
 )
 Index("ix_sessions_newest_first", sessions.c.created_at.desc(), sessions.c.id)
 Index("ix_sessions_parent_session", sessions.c.parent_session)
+Index("ix_sessions_cwd", sessions.c.cwd, postgresql_ops={"cwd": "text_pattern_ops"})
 
 events = Table(
     "events",

@@ -8,6 +8,11 @@ token string (`sgw_<token_id>_<secret>`): the row is found by it, then the
 secret is compared in constant time. Revoked tokens keep their row (and their
 name) so `token list` can show them.
 
+The migration also indexes `sessions.cwd`, so a `cwd:` grant's page and count
+read an index range instead of every row (on PostgreSQL with
+`text_pattern_ops`, which lets `LIKE 'prefix/%'` use it whatever the
+database's collation).
+
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-01
@@ -45,5 +50,11 @@ def upgrade() -> None:
     )
 
 
+    op.create_index(
+        "ix_sessions_cwd", "sessions", ["cwd"], postgresql_ops={"cwd": "text_pattern_ops"}
+    )
+
+
 def downgrade() -> None:
+    op.drop_index("ix_sessions_cwd", table_name="sessions")
     op.drop_table("access_tokens")
