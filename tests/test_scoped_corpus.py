@@ -351,3 +351,32 @@ async def test_scoped_corpus_cwd_counts_are_kept_by_the_database_whoever_writes(
     await check()
     await clear(db)
     assert await both(("/a",)) == (0, 0)
+
+
+@pytest.mark.parametrize("live_root", [False, True])
+async def test_scoped_corpus_descendants_enter_a_granted_tree_below_a_cwd_visible_session(
+    db: SqlPersistence, live_root: bool
+) -> None:
+    """a (/p) has children r (/q, a granted tree root) and b (/q, invisible); below r,
+    c (/q) is visible only as r's descendant, and d (/p) below c both ways."""
+    store = SessionStore()
+    await db.create(SessionHeader("a", 1, cwd="/p"))
+    await db.create(SessionHeader("b", 2, cwd="/q", parent_session="a"))
+    if live_root:
+        store.create("r", created_at=3, cwd="/q", parent_session="a")
+    else:
+        await db.create(SessionHeader("r", 3, cwd="/q", parent_session="a"))
+    await db.create(SessionHeader("c", 4, cwd="/q", parent_session="r"))
+    await db.create(SessionHeader("d", 5, cwd="/p", parent_session="c"))
+    await db.create(SessionHeader("e", 6, cwd="/q", parent_session="b"))
+    scoped = SessionQuery(live=[store], persistence=db).scoped(["cwd:/p", "tree:r"])
+    trace = await scoped.trace_session("a")
+    from gateway.core.lineage import flatten
+
+    assert [n.session.id for n in flatten(trace.descendants)] == ["r", "c", "d"]
+    obs = scoped.observe()
+    assert [r.id for r in await obs.children("a")] == ["r"]
+    assert [r.id for r in await obs.children("r")] == ["c"]
+    assert [r.id for r in await obs.children("b")] == []
+    page = await obs.sessions_page(None, 10)
+    assert [r.id for r in page.records] == ["d", "c", "r", "a"] and page.total == 4

@@ -59,6 +59,9 @@ class SessionFilter:
     cwd_prefixes: tuple[str, ...] = ()
     id_globs: tuple[str, ...] = ()
     tree_seeds: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    """Sessions matched by id alone (no descendants): tree roots, where the caller
+    walks the tree itself (`load_children`, `load_descendancy`)."""
 
 
 @runtime_checkable
@@ -82,10 +85,10 @@ class CorpusReads(Protocol):
         ...
 
     async def load_children(
-        self, parent_ids: Sequence[str]
+        self, parent_ids: Sequence[str], where: SessionFilter | None = None
     ) -> dict[str, builtins.list[SessionHeader]]:
-        """The stored sessions whose parentSession is each id (ids with none left out);
-        each list ordered by createdAt, then id."""
+        """The stored sessions whose parentSession is each id (ids with none left out),
+        only those matching `where` when given; each list ordered by createdAt, then id."""
         ...
 
     async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
@@ -93,9 +96,19 @@ class CorpusReads(Protocol):
         (the ids themselves included when stored). Terminates on cycles."""
         ...
 
-    async def load_descendancy(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
+    async def load_descendancy(
+        self,
+        session_ids: Sequence[str],
+        where: SessionFilter | None = None,
+        inside: Sequence[str] = (),
+    ) -> dict[str, SessionHeader]:
         """Every stored header reached from these ids by following child links (the ids
-        themselves excluded). Terminates on cycles."""
+        themselves excluded). Terminates on cycles.
+
+        With `where` (a scope, SPEC §10): the walk goes only through visible sessions.
+        A session is inside a granted tree when its id is in `where.ids` or its parent
+        is inside (the given ids listed in `inside` are); it is visible when inside or
+        when it matches `where`'s cwd prefixes or id globs."""
         ...
 
 

@@ -97,6 +97,7 @@ class Observation:
         self._seen_stored: dict[str, SessionHeader] = {}  # headers stored answers included
         self._ancestry: dict[str, SessionHeader] = {}  # stored headers lineage walks reached
         self._in_tree: dict[str, bool] = {}
+        self._inside_seeds: set[str] = set()  # walk seeds known to lie in a granted tree
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -692,16 +693,38 @@ class Observation:
             return list((await self.children_index()).get(session_id, ()))
         corpus = self._caps.corpus
         found: list[SessionHeader] = []
+        where = await self._below_filter(session_id)
         if corpus is not None:
-            stored = await self._load(
-                "load_children", "list children", corpus.load_children, session_id
-            )
-            found.extend(stored or ())
+            if where is None:
+                stored = await self._load(
+                    "load_children", "list children", corpus.load_children, session_id
+                )
+            else:
+                stored = await self._load(
+                    "load_children_scoped",
+                    "list children",
+                    lambda ids: corpus.load_children(ids, where),
+                    session_id,
+                )
+            found.extend(stored or ())  # scoped by the backend when `where` is given
         live = self.live_headers()
         merged = {h.id: h for h in found if h.id not in live}
-        merged.update((sid, h) for sid, h in live.items() if h.parent_session == session_id)
+        forks = [h for h in live.values() if h.parent_session == session_id]
+        merged.update((h.id, h) for h in await self._visible_only(forks))
         ordered = sorted(merged.values(), key=lambda h: (h.created_at, h.id))
-        return await self._records_of(await self._visible_only(ordered))
+        return await self._records_of(ordered)
+
+    async def _below_filter(self, session_id: str) -> SessionFilter | None:
+        """What a scoped backend read of this session's children must match: nothing
+        (None) when unscoped or when the session lies in a granted tree (all below it
+        is visible); else a cwd prefix, an id glob, or being a granted tree's root."""
+        scope = self._scope
+        if scope is None:
+            return None
+        parent = await self.record(session_id)
+        if parent is not None and scope.has_trees and await self._tree_member(parent.header):
+            return None
+        return _walk_filter(scope)
 
     async def children_index(self) -> dict[str, list[SessionRecord]]:
         """parent id -> children over the whole listing (backends without pushdown)."""
@@ -755,14 +778,13 @@ class Observation:
         down: dict[str, SessionHeader],
     ) -> tuple[dict[str, SessionHeader], dict[str, SessionHeader]]:
         """The chain cut at its first invisible parent (which becomes the unresolved
-        one), and the descendants reached through visible sessions only."""
+        one); the descendants are already the visible ones reached through visible ones."""
         chain: dict[str, SessionHeader] = {}
         for sid, header in up.items():  # parent first, then upward
             if not await self.visible(header):
                 break
             chain[sid] = header
-        pool = {h.id: h for h in await self._visible_only(list(down.values()))}
-        return chain, {sid: pool[sid] for sid in _reachable(target, pool)}
+        return chain, down  # `_descendants` walked through visible sessions only
 
     async def _ancestors(self, target: SessionHeader) -> dict[str, SessionHeader]:
         """The parent chain of `target` up to the first id the corpus lacks or a revisit,
@@ -789,15 +811,34 @@ class Observation:
         the overlay, walking again below live sessions until nothing new is reached."""
         corpus = self._caps.corpus
         live = self.live_headers()
+        fetch: Callable[[Sequence[str]], Awaitable[dict[str, SessionHeader]]] | None = None
+        name = "load_descendancy"
+        if corpus is not None:
+            fetch = corpus.load_descendancy
+        scope = self._scope
+        if scope is not None:  # walk through visible sessions only, in the backend too
+            live = {h.id: h for h in await self._visible_only(list(live.values()))}
+            roots = _walk_filter(scope)
+            inside = self._inside_seeds
+            if corpus is not None:
+                walk = corpus.load_descendancy
+                name = "load_descendancy_scoped"
+
+                def fetch(seeds: Sequence[str]) -> Awaitable[dict[str, SessionHeader]]:
+                    return walk(seeds, roots, [s for s in seeds if s in inside])
+
         seeded: set[str] = set()
         frontier = [target.id]
         pool: dict[str, SessionHeader] = {}
         while True:
             seeded.update(frontier)
-            if corpus is not None:
-                parts = await asyncio.gather(
-                    *(self._reach("load_descendancy", corpus.load_descendancy, f) for f in frontier)
-                )
+            if scope is not None and scope.has_trees:
+                for sid in frontier:
+                    header = target if sid == target.id else live[sid]
+                    if await self._tree_member(header):
+                        self._inside_seeds.add(sid)
+            if fetch is not None:
+                parts = await asyncio.gather(*(self._reach(name, fetch, f) for f in frontier))
                 for part in parts:
                     pool.update(part)
             pool.update(live)
@@ -805,6 +846,12 @@ class Observation:
             frontier = [sid for sid in reached if sid in live and sid not in seeded]
             if not frontier:
                 return {sid: pool[sid] for sid in reached}
+
+
+def _walk_filter(scope: Scope) -> SessionFilter:
+    """The scope for a walk below a session that is not inside a granted tree: a cwd
+    prefix, an id glob, or being a tree's root (whose subtree the walk then enters)."""
+    return SessionFilter(scope.cwd_prefixes, scope.id_globs, ids=tuple(sorted(scope.trees)))
 
 
 def _reachable(root: SessionHeader, pool: dict[str, SessionHeader]) -> list[str]:
