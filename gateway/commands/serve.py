@@ -125,6 +125,7 @@ def banner(base: str, demo: bool, auth: str = "none") -> str:
     lines = [
         "",
         f"  GraphiQL:  {base}/graphql   (open it in a browser)",
+        f"  Viewer:    {base}/ui        (sessions, lineage, surface)",
         f"  GraphQL:   POST/GET {base}/graphql",
         f"  Health:    {base}/healthz   Readiness: {base}/readyz",
     ]

@@ -8,7 +8,8 @@ Routes:
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
   `readiness_timeout`; else 503 with the reason;
-* `/static/...` — GraphiQL's vendored scripts and styles (no CDN).
+* `/ui` — the viewer page (`gateway.web.ui`): sessions, lineage, surface;
+* `/static/...` — GraphiQL's and the viewer's vendored scripts and styles (no CDN).
 
 Everything the app uses is passed in: no module-level state, so several apps
 (tests, embedding hosts) can live in one process.
@@ -37,6 +38,7 @@ from gateway.observability import (
     RequestIdMiddleware,
 )
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
+from gateway.web.ui import UI_PATH, ui_page
 
 from .auth import AuthMiddleware
 from .context import Context
@@ -194,6 +196,7 @@ def create_app(
         routes.append(Route("/metrics", MetricsEndpoint(metrics)))
     if graphiql:
         routes.append(Route("/", root, methods=["GET"]))
+        routes.append(Route(UI_PATH, ui_page, methods=["GET"]))
         routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
     app = Starlette(
         debug=debug,

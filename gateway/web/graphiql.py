@@ -34,10 +34,13 @@ _PAGE = """<!doctype html>
       html, body {{ height: 100%; margin: 0; width: 100%; overflow: hidden; }}
       #graphiql {{ height: 100vh; display: flex; }}
       #graphiql > .graphiql-loading {{ margin: auto; font-family: system-ui, sans-serif; }}
+      .viewer-link {{ position: fixed; right: 12px; bottom: 8px; z-index: 10;
+        font: 13px system-ui, sans-serif; }}
     </style>
   </head>
   <body>
     <div id="graphiql"><p class="graphiql-loading">Loading GraphiQL&hellip;</p></div>
+{viewer}
 {scripts}
     <script id="graphiql-config" type="application/json">{config}</script>
     <script>
@@ -117,12 +120,14 @@ def graphiql_html(
     static_prefix: str = "/static/graphiql",
     title: str = "Session-query gateway",
     default_query: str | None = None,
+    viewer_href: str | None = "/ui",
 ) -> str:
     """Return a complete GraphiQL page that loads every asset from ``static_prefix``.
 
     ``endpoint`` is where the page POSTs its operations (JSON body, ``Accept:
     application/graphql-response+json, application/json``); ``default_query`` is
-    shown in the editor of a browser that has no saved GraphiQL tabs yet.
+    shown in the editor of a browser that has no saved GraphiQL tabs yet;
+    ``viewer_href`` (None: no link) links the viewer page (``gateway.web.ui``).
     """
     prefix = static_prefix.rstrip("/")
     stylesheets = "\n".join(
@@ -145,4 +150,10 @@ def graphiql_html(
         stylesheets=stylesheets,
         scripts=scripts,
         config=config,
+        viewer=(
+            f'    <a class="viewer-link" href="{html.escape(viewer_href)}">Viewer: sessions, '
+            "lineage, surface</a>"
+            if viewer_href
+            else ""
+        ),
     )

@@ -4,7 +4,9 @@
   the committed lock file when it is missing or stale;
 * :func:`run_audit` runs the graphql-http server audit (``audit.mjs``);
 * :func:`run_browser_check` drives GraphiQL in headless Chromium
-  (``browser_check.mjs``).
+  (``browser_check.mjs``);
+* :func:`run_ui_check` drives the viewer page (/ui) through a scenario
+  (``ui_check.mjs``).
 
 Every subprocess is bounded by a timeout.
 """
@@ -193,4 +195,32 @@ def run_browser_check(
         "BROWSER_CHECK_STEP_TIMEOUT_MS": str(int(step_timeout_s * 1000)),
     }
     data: dict[str, Any] = _run_node_json(args, timeout, env=env)
+    return data
+
+
+def run_ui_check(
+    base: str,
+    steps: list[dict[str, Any]],
+    timeout: float = BROWSER_TIMEOUT_S,
+    step_timeout_s: float = 30.0,
+) -> dict[str, Any]:
+    """Drive the viewer page through ``steps`` in headless Chromium (``ui_check.mjs``).
+
+    Returns ``{"ok", "results", "consoleErrors", "requests", "offOrigin",
+    "httpErrors", "error", "step"}``: ``results`` holds each ``eval`` step's value by
+    its ``as`` name; ``requests`` lists every request URL the page made; requests to
+    another origin are aborted and listed in ``offOrigin``.
+    """
+    chromium = ensure_chromium()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump({"base": base, "steps": steps}, handle)
+        scenario = handle.name
+    try:
+        env = {
+            "CHROMIUM_PATH": str(chromium),
+            "BROWSER_CHECK_STEP_TIMEOUT_MS": str(int(step_timeout_s * 1000)),
+        }
+        data: dict[str, Any] = _run_node_json(["ui_check.mjs", scenario], timeout, env=env)
+    finally:
+        os.unlink(scenario)
     return data

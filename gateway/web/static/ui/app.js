@@ -1,0 +1,517 @@
+// The viewer page: wires the session list, the lineage, the surface timeline and
+// the event detail to /graphql, and keeps the selection in the URL
+// (`/ui?session=ID&seq=N`) so every view can be shared and the back button works.
+
+import { Api, ApiError } from "./api.js";
+import { drawLineage } from "./lineage.js";
+import { Timeline } from "./timeline.js";
+
+const PAGE_SIZE = 25;
+const EVENTS_PAGE = 500;
+const LIST_REFRESH_MS = 5000;
+const SURFACE_SHOWN = 1000;
+const DATA_SHOWN = 200_000;
+
+const SESSION_FIELDS = "id live persisted header { createdAt cwd origin parentSessionId }";
+const Q_SESSIONS = `query ViewerSessions($first: Int!, $after: String) {
+  sessions(first: $first, after: $after) {
+    totalCount pageInfo { hasNextPage endCursor } nodes { ${SESSION_FIELDS} } } }`;
+const Q_TRACE = `query ViewerLineage($id: ID!) {
+  traceSession(sessionId: $id) { complete unresolvedParentId
+    graph { nodes { ${SESSION_FIELDS} } edges { parentId childId } } } }`;
+const Q_EVENTS = `query ViewerEvents($id: ID!, $first: Int!, $after: String) {
+  events(sessionId: $id, first: $first, after: $after) {
+    totalCount pageInfo { hasNextPage endCursor }
+    nodes { seq type time surface surfaceOp { kind start end } } } }`;
+const Q_SHADOWED = `query ViewerShadowed($id: ID!, $first: Int!, $after: String) {
+  events(sessionId: $id, surface: [SHADOWED], first: $first, after: $after) {
+    pageInfo { hasNextPage endCursor } nodes { seq replacedBy { seq } } } }`;
+const Q_SURFACE = `query ViewerSurface($id: ID!) { session(id: $id) { id live surface { seq type } } }`;
+const Q_EVENT = `query ViewerEvent($id: ID!, $seq: Int!) {
+  event(sessionId: $id, seq: $seq) { seq type time ignorable surface
+    surfaceOp { kind start end } sourceEventSeqs data
+    trace { replacedBy replacementChain replacedEventSeqs sourceEventSeqs derivedEventSeqs } } }`;
+const Q_WINDOW = `query ViewerWindow($id: ID!, $seq: Int!) {
+  readEvent(sessionId: $id, seq: $seq, before: 3, after: 3) {
+    startSeq endSeq events { seq type surface } } }`;
+
+const $ = (id) => document.getElementById(id);
+const api = new Api(document.body.dataset.endpoint || "/graphql", document.body.dataset.auth === "on");
+
+const state = {
+  sessionId: null,
+  seq: null,
+  generation: 0, // bumped on every session change: late answers for an old one are dropped
+  pages: [null], // `after` cursor of each visited page of sessions
+  pageIndex: 0,
+  listed: [],
+  listLoading: false,
+  eventsLoading: false,
+};
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, String(value));
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function when(ms) {
+  if (!Number.isFinite(ms)) return "";
+  return `${new Date(ms).toISOString().replace("T", " ").slice(0, 19)}Z`;
+}
+
+function message(error) {
+  return error instanceof ApiError || error instanceof Error ? error.message : String(error);
+}
+
+// -- auth ---------------------------------------------------------------------------
+
+function needToken(text) {
+  const status = $("token-status");
+  status.textContent = text;
+  status.className = "warn";
+  $("token-input").focus();
+}
+
+function handleAuth(error) {
+  if (error instanceof ApiError && error.status === 401 && api.authOn) {
+    needToken(api.token ? `Token refused: ${error.message}` : "This gateway needs a bearer token.");
+    return true;
+  }
+  return false;
+}
+
+function setupAuth() {
+  const form = $("token-form");
+  if (!api.authOn) return true;
+  form.hidden = false;
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token-input").value.trim();
+    if (!value) {
+      needToken("Paste a token first.");
+      return;
+    }
+    api.setToken(value);
+    $("token-input").value = "";
+    $("token-status").textContent = "Token kept for this tab only.";
+    $("token-status").className = "ok";
+    start();
+  });
+  $("token-forget").addEventListener("click", () => {
+    api.forgetToken();
+    state.generation++;
+    $("sessions-list").replaceChildren();
+    $("lineage-view").replaceChildren();
+    timeline.reset();
+    $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
+    $("surface-list").replaceChildren();
+    needToken("Token forgotten. Paste one to continue.");
+  });
+  if (!api.token) {
+    needToken("This gateway needs a bearer token.");
+    return false;
+  }
+  $("token-status").textContent = "Using the token kept for this tab.";
+  $("token-status").className = "ok";
+  return true;
+}
+
+// -- sessions -----------------------------------------------------------------------
+
+async function loadSessions({ quiet = false } = {}) {
+  if (state.listLoading) return;
+  state.listLoading = true;
+  const list = $("sessions-list");
+  if (!quiet) list.setAttribute("aria-busy", "true");
+  try {
+    const { data } = await api.request(Q_SESSIONS, { first: PAGE_SIZE, after: state.pages[state.pageIndex] });
+    const conn = data.sessions;
+    state.listed = conn.nodes;
+    renderSessions(conn);
+  } catch (error) {
+    if (!handleAuth(error)) $("sessions-count").textContent = `Could not list sessions: ${message(error)}`;
+  } finally {
+    state.listLoading = false;
+    list.removeAttribute("aria-busy");
+  }
+}
+
+function renderSessions(conn) {
+  const list = $("sessions-list");
+  const focusedId = document.activeElement?.closest?.("#sessions-list") ? document.activeElement.dataset.sessionId : null;
+  const items = conn.nodes.map((s) => {
+    const meta = [when(s.header.createdAt), s.header.origin, s.header.cwd].filter(Boolean).join(" · ");
+    const button = h(
+      "button",
+      { type: "button", class: "session", "data-session-id": s.id, "aria-current": s.id === state.sessionId ? "true" : null, title: s.id },
+      h("span", { class: "sid" }, s.id),
+      h(
+        "span",
+        { class: "badges" },
+        s.live ? h("span", { class: "badge live" }, "live") : null,
+        s.persisted ? h("span", { class: "badge persisted" }, "persisted") : null,
+        s.header.parentSessionId ? h("span", { class: "badge fork", title: `forked from ${s.header.parentSessionId}` }, "fork") : null,
+      ),
+      h("span", { class: "meta" }, meta),
+    );
+    return h("li", {}, button);
+  });
+  list.replaceChildren(...items);
+  applyFilter();
+  const from = state.pageIndex * PAGE_SIZE + (conn.nodes.length ? 1 : 0);
+  $("sessions-count").textContent = `${conn.totalCount} in all`;
+  $("sessions-page").textContent = `${from}–${state.pageIndex * PAGE_SIZE + conn.nodes.length}`;
+  $("sessions-prev").disabled = state.pageIndex === 0;
+  $("sessions-next").disabled = !conn.pageInfo.hasNextPage;
+  state.nextCursor = conn.pageInfo.endCursor;
+  if (focusedId) list.querySelector(`[data-session-id="${CSS.escape(focusedId)}"]`)?.focus();
+}
+
+function applyFilter() {
+  const text = $("filter-input").value.trim().toLowerCase();
+  for (const li of $("sessions-list").children) {
+    const id = li.firstElementChild.dataset.sessionId.toLowerCase();
+    li.hidden = Boolean(text) && !id.includes(text);
+  }
+}
+
+function markCurrent() {
+  for (const button of $("sessions-list").querySelectorAll("button.session")) {
+    if (button.dataset.sessionId === state.sessionId) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+function setupSessions() {
+  const list = $("sessions-list");
+  list.addEventListener("click", (event) => {
+    const button = event.target.closest("button.session");
+    if (button) openSession(button.dataset.sessionId);
+  });
+  list.addEventListener("keydown", (event) => {
+    if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return;
+    const buttons = [...list.querySelectorAll("li:not([hidden]) button.session")];
+    const at = buttons.indexOf(document.activeElement);
+    const next = buttons[Math.min(buttons.length - 1, Math.max(0, at + (event.key === "ArrowDown" ? 1 : -1)))];
+    if (next) {
+      event.preventDefault();
+      next.focus();
+    }
+  });
+  $("sessions-next").addEventListener("click", () => {
+    if (!state.nextCursor) return;
+    state.pages = state.pages.slice(0, state.pageIndex + 1);
+    state.pages.push(state.nextCursor);
+    state.pageIndex++;
+    loadSessions();
+  });
+  $("sessions-prev").addEventListener("click", () => {
+    if (state.pageIndex === 0) return;
+    state.pageIndex--;
+    loadSessions();
+  });
+  $("sessions-refresh").addEventListener("click", () => loadSessions());
+  $("filter-input").addEventListener("input", applyFilter);
+  $("sessions-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = $("filter-input").value.trim();
+    if (id) openSession(id);
+  });
+  setInterval(() => {
+    if (document.hidden || !state.listed.some((s) => s.live)) return;
+    if (api.authOn && !api.token) return;
+    loadSessions({ quiet: true });
+  }, LIST_REFRESH_MS);
+}
+
+// -- one session ----------------------------------------------------------------------
+
+function url(sessionId, seq) {
+  const params = new URLSearchParams();
+  if (sessionId !== null) params.set("session", sessionId);
+  if (seq !== null) params.set("seq", String(seq));
+  const query = params.toString();
+  return `${location.pathname}${query ? `?${query}` : ""}`;
+}
+
+function openSession(id, { push = true, seq = null } = {}) {
+  const generation = ++state.generation;
+  state.sessionId = id;
+  state.seq = seq;
+  if (push) history.pushState({ session: id, seq }, "", url(id, seq));
+  markCurrent();
+  document.title = `${id} · Session viewer`;
+  $("lineage-title").textContent = `Lineage of ${id}`;
+  $("timeline-title").textContent = `Surface of ${id}`;
+  $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
+  timeline.reset();
+  loadLineage(id, generation);
+  loadEvents(id, generation, seq);
+  loadSurface(id, generation);
+  if (seq !== null) openEvent(seq, { push: false });
+}
+
+async function loadLineage(id, generation) {
+  const status = $("lineage-status");
+  const view = $("lineage-view");
+  status.textContent = "Loading…";
+  view.replaceChildren();
+  try {
+    const { data } = await api.request(Q_TRACE, { id });
+    if (generation !== state.generation) return;
+    const trace = data.traceSession;
+    drawLineage(view, trace, id, (other) => openSession(other));
+    performance.mark("ui:lineage-drawn");
+    const n = trace.graph.nodes.length;
+    status.textContent = trace.complete
+      ? `${n} session${n === 1 ? "" : "s"}, ${trace.graph.edges.length} fork${trace.graph.edges.length === 1 ? "" : "s"}`
+      : `${n} sessions; parent ${trace.unresolvedParentId} is not in the corpus you can see`;
+  } catch (error) {
+    if (generation !== state.generation) return;
+    if (!handleAuth(error)) status.textContent = message(error);
+  }
+}
+
+async function fetchAll(query, variables, pick, onPage, generation) {
+  let after = null;
+  for (;;) {
+    const { data } = await api.request(query, { ...variables, first: EVENTS_PAGE, after });
+    if (generation !== state.generation) return false;
+    const conn = pick(data);
+    onPage(conn);
+    if (!conn.pageInfo.hasNextPage) return true;
+    after = conn.pageInfo.endCursor;
+  }
+}
+
+async function loadEvents(id, generation, seq) {
+  const status = $("timeline-status");
+  status.textContent = "Loading…";
+  state.eventsLoading = true;
+  const events = [];
+  let total = 0;
+  let pending = seq;
+  try {
+    const done = await fetchAll(
+      Q_EVENTS,
+      { id },
+      (data) => data.events,
+      (conn) => {
+        total = conn.totalCount;
+        for (const ev of conn.nodes) events.push(ev);
+        timeline.setEvents(events);
+        if (pending !== null && pending <= events[events.length - 1]?.seq) {
+          timeline.select(pending);
+          pending = null;
+        }
+        status.textContent = events.length < total ? `${events.length} of ${total} events…` : summary(events);
+      },
+      generation,
+    );
+    if (!done) return;
+    const pairs = [];
+    await fetchAll(
+      Q_SHADOWED,
+      { id },
+      (data) => data.events,
+      (conn) => {
+        for (const ev of conn.nodes) if (ev.replacedBy) pairs.push([ev.seq, ev.replacedBy.seq]);
+      },
+      generation,
+    );
+    if (generation === state.generation) timeline.setReplacements(pairs);
+  } catch (error) {
+    if (generation !== state.generation) return;
+    if (!handleAuth(error)) status.textContent = message(error);
+  } finally {
+    if (generation === state.generation) state.eventsLoading = false;
+  }
+}
+
+function summary(events) {
+  const counts = { CURRENT: 0, SHADOWED: 0, LOG_ONLY: 0 };
+  for (const ev of events) counts[ev.surface]++;
+  return `${events.length} events: ${counts.CURRENT} current, ${counts.SHADOWED} shadowed, ${counts.LOG_ONLY} log-only`;
+}
+
+async function loadSurface(id, generation) {
+  const list = $("surface-list");
+  list.replaceChildren();
+  try {
+    const { data } = await api.request(Q_SURFACE, { id });
+    if (generation !== state.generation || !data.session) return;
+    const nodes = data.session.surface;
+    const items = nodes.slice(0, SURFACE_SHOWN).map((ev, i) =>
+      h(
+        "li",
+        {},
+        h("button", { type: "button", class: "seq-link", "data-seq": ev.seq, "aria-label": `Surface position ${i + 1}: seq ${ev.seq}, ${ev.type}` },
+          h("span", { class: "seq" }, ev.seq), " ", h("span", { class: `type ${ev.type.split("/")[0]}` }, ev.type)),
+      ),
+    );
+    if (nodes.length > SURFACE_SHOWN) items.push(h("li", { class: "muted" }, `… ${nodes.length - SURFACE_SHOWN} more`));
+    list.replaceChildren(...items);
+  } catch (error) {
+    if (generation !== state.generation) return;
+    if (!handleAuth(error)) list.replaceChildren(h("li", { class: "muted" }, message(error)));
+  }
+}
+
+// -- one event ------------------------------------------------------------------------
+
+function seqButtons(seqs) {
+  if (!seqs || !seqs.length) return [h("span", { class: "muted" }, "—")];
+  return seqs.map((seq) => h("button", { type: "button", class: "seq-link", "data-seq": seq }, String(seq)));
+}
+
+async function openEvent(seq, { push = true } = {}) {
+  const id = state.sessionId;
+  if (id === null) return;
+  const generation = state.generation;
+  state.seq = seq;
+  if (push) history.pushState({ session: id, seq }, "", url(id, seq));
+  timeline.select(seq);
+  const detail = $("event-detail");
+  detail.setAttribute("aria-busy", "true");
+  $("detail-title").textContent = `Event ${seq}`;
+  try {
+    const [one, around] = await Promise.all([
+      api.request(Q_EVENT, { id, seq }),
+      api.request(Q_WINDOW, { id, seq }).catch((error) => ({ error })),
+    ]);
+    if (generation !== state.generation || state.seq !== seq) return;
+    const ev = one.data.event;
+    if (!ev) {
+      detail.replaceChildren(h("p", { class: "warn" }, one.errors.map((e) => e.message).join("; ") || "No such event."));
+      return;
+    }
+    renderEvent(ev, around);
+  } catch (error) {
+    if (generation !== state.generation) return;
+    if (!handleAuth(error)) detail.replaceChildren(h("p", { class: "warn" }, message(error)));
+  } finally {
+    detail.removeAttribute("aria-busy");
+  }
+}
+
+function renderEvent(ev, around) {
+  const op = ev.surfaceOp
+    ? ev.surfaceOp.kind === "REPLACE"
+      ? `REPLACE ${ev.surfaceOp.start}–${ev.surfaceOp.end}`
+      : ev.surfaceOp.kind
+    : "none (log-only)";
+  const t = ev.trace;
+  const rows = [
+    ["surfaceOp", [op]],
+    ["replaced by", seqButtons(t.replacedBy === null ? [] : [t.replacedBy])],
+    ["replacement chain", seqButtons(t.replacementChain)],
+    ["replaced", seqButtons(t.replacedEventSeqs)],
+    ["sources", seqButtons(t.sourceEventSeqs)],
+    ["derived", seqButtons(t.derivedEventSeqs)],
+  ];
+  const trace = h("dl", { class: "trace" });
+  for (const [name, values] of rows) trace.append(h("dt", {}, name), h("dd", {}, ...values));
+
+  let windowPart;
+  if (around.error) {
+    windowPart = h("p", { class: "muted" }, `Read window unavailable: ${message(around.error)}`);
+  } else {
+    const w = around.data.readEvent;
+    windowPart = h(
+      "ol",
+      { class: "window", start: w.startSeq },
+      ...w.events.map((item) =>
+        h(
+          "li",
+          { class: item.seq === ev.seq ? "here" : null },
+          h("button", { type: "button", class: "seq-link", "data-seq": item.seq }, `${item.seq} ${item.type}`),
+          " ",
+          h("span", { class: `badge lane-${item.surface.toLowerCase().replace("_", "-")}` }, item.surface),
+        ),
+      ),
+    );
+    windowPart = h("div", {}, h("h3", {}, `Read window ${w.startSeq}–${w.endSeq}`), windowPart);
+  }
+  let json = JSON.stringify(ev.data, null, 2);
+  const cut = json.length > DATA_SHOWN;
+  if (cut) json = json.slice(0, DATA_SHOWN);
+  const parts = [
+    h("p", { class: "event-head" },
+      h("strong", {}, `seq ${ev.seq} · ${ev.type}`), " ",
+      h("span", { class: `badge lane-${ev.surface.toLowerCase().replace("_", "-")}` }, ev.surface),
+      ev.ignorable ? h("span", { class: "badge" }, "ignorable") : null),
+    h("p", { class: "muted" }, when(ev.time)),
+    trace,
+    windowPart,
+    h("h3", {}, "Data"),
+    h("pre", { class: "json", tabindex: "0", "aria-label": "Event data (JSON)" }, json),
+  ];
+  if (cut) parts.push(h("p", { class: "muted" }, `Data cut at ${DATA_SHOWN} characters; GraphiQL shows all of it.`));
+  $("event-detail").replaceChildren(...parts);
+}
+
+// -- wiring -------------------------------------------------------------------------------
+
+const timeline = new Timeline($("timeline-view"), { onOpen: (seq) => openEvent(seq) });
+
+function setupLinks() {
+  for (const panel of [$("event-detail"), $("surface-list")]) {
+    panel.addEventListener("click", (event) => {
+      const button = event.target.closest("button.seq-link");
+      if (button) openEvent(Number(button.dataset.seq));
+    });
+  }
+  $("timeline-refresh").addEventListener("click", () => {
+    if (state.sessionId === null) return;
+    const generation = ++state.generation;
+    loadEvents(state.sessionId, generation, state.seq);
+    loadSurface(state.sessionId, generation);
+  });
+}
+
+function readUrl() {
+  const params = new URLSearchParams(location.search);
+  const session = params.get("session");
+  const seqText = params.get("seq");
+  const seq = seqText !== null && /^\d+$/.test(seqText) ? Number(seqText) : null;
+  return { session: session || null, seq };
+}
+
+function applyUrl() {
+  const { session, seq } = readUrl();
+  if (session === null) {
+    state.sessionId = null;
+    state.seq = null;
+    markCurrent();
+    return;
+  }
+  if (session !== state.sessionId) openSession(session, { push: false, seq });
+  else if (seq !== state.seq) {
+    if (seq === null) {
+      state.seq = null;
+      timeline.select(null);
+      $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
+    } else openEvent(seq, { push: false });
+  }
+}
+
+function start() {
+  state.sessionId = null;
+  loadSessions();
+  applyUrl();
+}
+
+setupSessions();
+setupLinks();
+window.addEventListener("popstate", applyUrl);
+if (setupAuth()) start();

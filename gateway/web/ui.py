@@ -1,0 +1,118 @@
+"""The viewer page at ``/ui``: sessions, lineage and surface, drawn in the browser.
+
+The page is a static shell: every script and stylesheet is a file under
+``STATIC_DIR / "ui"`` (hand-written ES modules, no build step; ``vendor/`` holds
+@dagrejs/dagre, vendored by ``scripts/vendor-ui.sh``), and the shell carries no
+inline script, inline style or event-handler attribute, so it works under a
+``default-src 'self'`` Content-Security-Policy. All data comes from ``/graphql``
+on the same origin. The few facts the scripts need from the server (where
+GraphQL is, whether it wants a bearer token) travel as ``data-`` attributes.
+"""
+
+from __future__ import annotations
+
+import html
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+UI_PATH = "/ui"
+UI_STATIC_PREFIX = "/static/ui"
+
+_PAGE = """<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <meta name="robots" content="noindex" />
+    <title>{title}</title>
+    <link rel="icon" href="data:," />
+    <link rel="stylesheet" href="{static}/ui.css" />
+    <script src="{static}/vendor/dagre.min.js" defer></script>
+    <script type="module" src="{static}/app.js"></script>
+  </head>
+  <body data-endpoint="{endpoint}" data-auth="{auth}" data-graphiql="{graphiql}">
+    <header class="bar">
+      <h1>Session viewer</h1>
+      <nav aria-label="Other pages"><a href="{graphiql}">GraphiQL</a></nav>
+      <form id="token-form" class="token" hidden>
+        <label for="token-input">Bearer token</label>
+        <input id="token-input" type="password" autocomplete="off" spellcheck="false" />
+        <button type="submit">Use token</button>
+        <button type="button" id="token-forget">Forget</button>
+        <span id="token-status" role="status"></span>
+      </form>
+    </header>
+    <main class="layout">
+      <section id="sessions" class="panel" aria-labelledby="sessions-title">
+        <div class="panel-head">
+          <h2 id="sessions-title">Sessions</h2>
+          <span id="sessions-count" class="muted"></span>
+          <button type="button" id="sessions-refresh"
+                  title="Reload this page of sessions">Refresh</button>
+        </div>
+        <form id="sessions-filter" class="filter" role="search">
+          <label for="filter-input">Filter by id</label>
+          <input id="filter-input" type="search"
+                 placeholder="part of an id; Enter opens an exact id" />
+        </form>
+        <ul id="sessions-list" class="session-list" aria-label="Sessions, newest first"></ul>
+        <div class="pager">
+          <button type="button" id="sessions-prev">&larr; Newer</button>
+          <span id="sessions-page" class="muted"></span>
+          <button type="button" id="sessions-next">Older &rarr;</button>
+        </div>
+      </section>
+      <section id="lineage" class="panel" aria-labelledby="lineage-title">
+        <div class="panel-head">
+          <h2 id="lineage-title">Lineage</h2>
+          <span id="lineage-status" class="muted" role="status"></span>
+        </div>
+        <div id="lineage-view" class="lineage-view" tabindex="-1"></div>
+      </section>
+      <section id="timeline" class="panel" aria-labelledby="timeline-title">
+        <div class="panel-head">
+          <h2 id="timeline-title">Surface</h2>
+          <span id="timeline-status" class="muted" role="status"></span>
+          <button type="button" id="timeline-refresh"
+                  title="Reload the events (and what they shadow) now">Refresh</button>
+        </div>
+        <div class="lanes-head" aria-hidden="true">
+          <span>seq</span><span>CURRENT</span><span>SHADOWED</span><span>LOG_ONLY</span>
+        </div>
+        <div id="timeline-view" class="timeline-view" tabindex="0" role="listbox"
+             aria-label="Events by seq; arrow keys move, Enter opens"></div>
+      </section>
+      <aside id="detail" class="panel" aria-labelledby="detail-title">
+        <div class="panel-head"><h2 id="detail-title">Event</h2></div>
+        <div id="event-detail" class="event-detail"><p class="muted">Select an event.</p></div>
+        <div class="panel-head"><h2 id="surface-title">Current surface (model order)</h2></div>
+        <ol id="surface-list" class="surface-list" aria-labelledby="surface-title"></ol>
+      </aside>
+    </main>
+  </body>
+</html>
+"""
+
+
+def ui_html(
+    endpoint: str = "/graphql",
+    static_prefix: str = UI_STATIC_PREFIX,
+    auth: bool = False,
+    graphiql: str = "/graphql",
+    title: str = "Session-query gateway · Viewer",
+) -> str:
+    """The viewer's HTML shell; ``auth`` makes it ask for a bearer token."""
+    return _PAGE.format(
+        title=html.escape(title),
+        static=html.escape(static_prefix.rstrip("/")),
+        endpoint=html.escape(endpoint),
+        auth="on" if auth else "off",
+        graphiql=html.escape(graphiql),
+    )
+
+
+async def ui_page(request: Request) -> Response:
+    """`GET /ui`: the shell (the auth middleware lets a browser's page request through)."""
+    auth = getattr(request.app.state, "authenticate", None) is not None
+    return HTMLResponse(ui_html(auth=auth), headers={"Cache-Control": "no-store"})
