@@ -103,9 +103,19 @@ function setupAuth() {
     }
     api.setToken(value);
     $("token-input").value = "";
-    $("token-status").textContent = "Token kept for this tab only.";
-    $("token-status").className = "ok";
-    start();
+    // One cheap request proves the token before the panels ask for their data.
+    api.request("query ViewerToken { __typename }").then(
+      () => {
+        $("token-status").textContent = "Token kept for this tab only.";
+        $("token-status").className = "ok";
+        start();
+      },
+      (error) => {
+        api.forgetToken();
+        if (!handleAuth(error)) needToken(message(error));
+        else needToken(`Token refused: ${error.message}`);
+      },
+    );
   });
   $("token-forget").addEventListener("click", () => {
     api.forgetToken();
@@ -167,6 +177,7 @@ function renderSessions(conn) {
     return h("li", {}, button);
   });
   list.replaceChildren(...items);
+  list.dataset.page = String(state.pageIndex);
   applyFilter();
   const from = state.pageIndex * PAGE_SIZE + (conn.nodes.length ? 1 : 0);
   $("sessions-count").textContent = `${conn.totalCount} in all`;
@@ -265,6 +276,7 @@ async function loadLineage(id, generation) {
   const status = $("lineage-status");
   const view = $("lineage-view");
   status.textContent = "Loading…";
+  view.dataset.state = "loading";
   view.replaceChildren();
   try {
     const { data } = await api.request(Q_TRACE, { id });
@@ -272,6 +284,7 @@ async function loadLineage(id, generation) {
     const trace = data.traceSession;
     drawLineage(view, trace, id, (other) => openSession(other));
     performance.mark("ui:lineage-drawn");
+    view.dataset.state = "complete";
     const n = trace.graph.nodes.length;
     status.textContent = trace.complete
       ? `${n} session${n === 1 ? "" : "s"}, ${trace.graph.edges.length} fork${trace.graph.edges.length === 1 ? "" : "s"}`
@@ -297,6 +310,8 @@ async function fetchAll(query, variables, pick, onPage, generation) {
 async function loadEvents(id, generation, seq) {
   const status = $("timeline-status");
   status.textContent = "Loading…";
+  const view = $("timeline-view");
+  view.dataset.state = "loading";
   state.eventsLoading = true;
   const events = [];
   let total = 0;
@@ -329,7 +344,10 @@ async function loadEvents(id, generation, seq) {
       },
       generation,
     );
-    if (generation === state.generation) timeline.setReplacements(pairs);
+    if (generation === state.generation) {
+      timeline.setReplacements(pairs);
+      view.dataset.state = "complete";
+    }
   } catch (error) {
     if (generation !== state.generation) return;
     if (!handleAuth(error)) status.textContent = message(error);
@@ -383,6 +401,7 @@ async function openEvent(seq, { push = true } = {}) {
   timeline.select(seq);
   const detail = $("event-detail");
   detail.setAttribute("aria-busy", "true");
+  delete detail.dataset.seq;
   $("detail-title").textContent = `Event ${seq}`;
   try {
     const [one, around] = await Promise.all([
@@ -396,6 +415,7 @@ async function openEvent(seq, { push = true } = {}) {
       return;
     }
     renderEvent(ev, around);
+    detail.dataset.seq = String(ev.seq);
   } catch (error) {
     if (generation !== state.generation) return;
     if (!handleAuth(error)) detail.replaceChildren(h("p", { class: "warn" }, message(error)));
