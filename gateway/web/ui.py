@@ -29,6 +29,9 @@ _PAGE = """<!doctype html>
     <link rel="icon" href="data:," />
     <link rel="stylesheet" href="{static}/ui.css" />
     <script src="{static}/vendor/dagre.min.js" defer></script>
+    <link rel="modulepreload" href="{static}/api.js" />
+    <link rel="modulepreload" href="{static}/lineage.js" />
+    <link rel="modulepreload" href="{static}/timeline.js" />
     <script type="module" src="{static}/app.js"></script>
   </head>
   <body data-endpoint="{endpoint}" data-auth="{auth}" data-graphiql="{graphiql}">

@@ -18,7 +18,8 @@ const Q_SESSIONS = `query ViewerSessions($first: Int!, $after: String) {
     totalCount pageInfo { hasNextPage endCursor } nodes { ${SESSION_FIELDS} } } }`;
 const Q_TRACE = `query ViewerLineage($id: ID!) {
   traceSession(sessionId: $id) { complete unresolvedParentId
-    graph { nodes { ${SESSION_FIELDS} } edges { parentId childId } } } }`;
+    graph { nodes { id live header { createdAt origin parentSessionId } }
+      edges { parentId childId } } } }`;
 const Q_EVENTS = `query ViewerEvents($id: ID!, $first: Int!, $after: String) {
   events(sessionId: $id, first: $first, after: $after) {
     totalCount pageInfo { hasNextPage endCursor }
@@ -35,6 +36,7 @@ const Q_WINDOW = `query ViewerWindow($id: ID!, $seq: Int!) {
   readEvent(sessionId: $id, seq: $seq, before: 3, after: 3) {
     startSeq endSeq events { seq type surface } } }`;
 
+performance.mark("ui:script-start");
 const $ = (id) => document.getElementById(id);
 const api = new Api(document.body.dataset.endpoint || "/graphql", document.body.dataset.auth === "on");
 
@@ -266,10 +268,13 @@ function openSession(id, { push = true, seq = null } = {}) {
   $("timeline-title").textContent = `Surface of ${id}`;
   $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
   timeline.reset();
-  loadLineage(id, generation);
-  loadEvents(id, generation, seq);
-  loadSurface(id, generation);
-  if (seq !== null) openEvent(seq, { push: false });
+  // What the URL asks to see goes first; the rest waits for those answers so it
+  // does not compete with them on the server.
+  const first = [loadLineage(id, generation), loadEvents(id, generation, seq)];
+  if (seq !== null) first.push(openEvent(seq, { push: false }));
+  return Promise.allSettled(first).then(() => {
+    if (generation === state.generation) return loadSurface(id, generation);
+  });
 }
 
 async function loadLineage(id, generation) {
@@ -281,6 +286,7 @@ async function loadLineage(id, generation) {
   try {
     const { data } = await api.request(Q_TRACE, { id });
     if (generation !== state.generation) return;
+    performance.mark("ui:lineage-answer");
     const trace = data.traceSession;
     drawLineage(view, trace, id, (other) => openSession(other));
     performance.mark("ui:lineage-drawn");
@@ -307,7 +313,17 @@ async function fetchAll(query, variables, pick, onPage, generation) {
   }
 }
 
-async function loadEvents(id, generation, seq) {
+// Resolves once the first page is drawn; the other pages keep coming after.
+function loadEvents(id, generation, seq) {
+  let firstPage;
+  const drawn = new Promise((resolve) => {
+    firstPage = resolve;
+  });
+  loadAllEvents(id, generation, seq, firstPage).finally(firstPage);
+  return drawn;
+}
+
+async function loadAllEvents(id, generation, seq, firstPage) {
   const status = $("timeline-status");
   status.textContent = "Loading…";
   const view = $("timeline-view");
@@ -330,6 +346,7 @@ async function loadEvents(id, generation, seq) {
           pending = null;
         }
         status.textContent = events.length < total ? `${events.length} of ${total} events…` : summary(events);
+        firstPage();
       },
       generation,
     );
@@ -347,6 +364,7 @@ async function loadEvents(id, generation, seq) {
     if (generation === state.generation) {
       timeline.setReplacements(pairs);
       view.dataset.state = "complete";
+      performance.mark("ui:timeline-complete");
     }
   } catch (error) {
     if (generation !== state.generation) return;
@@ -515,7 +533,7 @@ function applyUrl() {
     markCurrent();
     return;
   }
-  if (session !== state.sessionId) openSession(session, { push: false, seq });
+  if (session !== state.sessionId) return openSession(session, { push: false, seq });
   else if (seq !== state.seq) {
     if (seq === null) {
       state.seq = null;
@@ -527,8 +545,8 @@ function applyUrl() {
 
 function start() {
   state.sessionId = null;
-  loadSessions();
-  applyUrl();
+  const opening = applyUrl();
+  Promise.resolve(opening).finally(() => loadSessions());
 }
 
 setupSessions();

@@ -147,6 +147,7 @@ export function drawLineage(container, trace, targetId, onOpen) {
     if (e && keyOf.has(e.parentId)) g.setEdge(keyOf.get(e.parentId), n.key);
   }
   window.dagre.layout(g, { customOrder: preorderRanks });
+  performance.mark("ui:lineage-laid-out");
 
   const size = g.graph();
   const svg = el("svg", {
@@ -211,14 +212,6 @@ export function drawLineage(container, trace, targetId, onOpen) {
       title.textContent = [n.id, when(h.createdAt), h.origin ? `origin ${h.origin}` : "", h.cwd ?? ""]
         .filter(Boolean)
         .join("\n");
-      const open = () => onOpen(n.id);
-      group.addEventListener("click", open);
-      group.addEventListener("keydown", (event) => {
-        if (event.key === "Enter" || event.key === " ") {
-          event.preventDefault();
-          open();
-        }
-      });
     }
     el("rect", { width: NODE_W, height: NODE_H, rx: 5 }, group);
     if (n.session?.live) el("circle", { cx: NODE_W - 9, cy: 9, r: 4, class: "live-dot" }, group);
@@ -227,6 +220,18 @@ export function drawLineage(container, trace, targetId, onOpen) {
     if (n.id === targetId) targetBox = { x: box.x, y: box.y };
   }
 
+  // One listener each for the whole drawing (a thousand nodes need no thousand closures).
+  const openFrom = (event) => {
+    const node = event.target.closest?.('.node[role="button"]');
+    if (node) onOpen(node.dataset.sessionId);
+  };
+  svg.addEventListener("click", openFrom);
+  svg.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      openFrom(event);
+    }
+  });
   container.replaceChildren(svg);
   if (targetBox) {
     // Scroll only as far as it takes to show the target, so its ancestors stay in view.
