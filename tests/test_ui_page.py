@@ -104,8 +104,7 @@ def test_dagre_is_vendored_byte_for_byte_as_versions_txt_records() -> None:
     versions = (vendor / "VERSIONS.txt").read_text(encoding="utf-8")
     assert re.search(r"^@dagrejs/dagre \d+\.\d+\.\d+ sha512-", versions, re.M)
     listed = dict(
-        (name, digest)
-        for digest, name in re.findall(r"^([0-9a-f]{64})  (\S+)$", versions, re.M)
+        (name, digest) for digest, name in re.findall(r"^([0-9a-f]{64})  (\S+)$", versions, re.M)
     )
     files = {
         p.relative_to(vendor).as_posix()
