@@ -13,11 +13,10 @@ const NODE_W = 176;
 const NODE_H = 30;
 const LABEL_CHARS = 22;
 
-function el(name, attrs = {}, parent = null) {
-  const node = document.createElementNS(SVG, name);
-  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
-  if (parent) parent.appendChild(node);
-  return node;
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+function esc(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
 function bySiblingOrder(a, b) {
@@ -149,24 +148,19 @@ export function drawLineage(container, trace, targetId, onOpen) {
   window.dagre.layout(g, { customOrder: preorderRanks });
   performance.mark("ui:lineage-laid-out");
 
+  // One markup string parsed once: at 1,000 nodes several times faster than
+  // building 5,000 elements one by one. Every value from the API is escaped.
   const size = g.graph();
-  const svg = el("svg", {
-    class: "lineage-svg",
-    width: Math.ceil(size.width),
-    height: Math.ceil(size.height),
-    viewBox: `0 0 ${Math.ceil(size.width)} ${Math.ceil(size.height)}`,
-    role: "group",
-    "aria-label": `Lineage of ${targetId}: ${trace.graph.nodes.length} sessions`,
-  });
-  const defs = el("defs", {}, svg);
-  const marker = el(
-    "marker",
-    { id: "lineage-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
-    defs,
-  );
-  el("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }, marker);
-
-  const edgeLayer = el("g", { class: "edges" }, svg);
+  const width = Math.ceil(size.width);
+  const height = Math.ceil(size.height);
+  const out = [
+    `<svg xmlns="${SVG}" class="lineage-svg" width="${width}" height="${height}" ` +
+      `viewBox="0 0 ${width} ${height}" role="group" ` +
+      `aria-label="${esc(`Lineage of ${targetId}: ${trace.graph.nodes.length} sessions`)}">` +
+      '<defs><marker id="lineage-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" ' +
+      'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" class="arrow-head"/>' +
+      '</marker></defs><g class="edges">',
+  ];
   for (const e of model.edges) {
     const from = keyOf.get(e.parentId);
     const to = keyOf.get(e.childId);
@@ -174,51 +168,47 @@ export function drawLineage(container, trace, targetId, onOpen) {
     const points = g.edge(from, to)?.points ?? [];
     if (!points.length) continue;
     const d = points.map((p, i) => `${i ? "L" : "M"} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(" ");
-    el("path", {
-      d,
-      class: e.ghost ? "edge ghost" : "edge",
-      "marker-end": "url(#lineage-arrow)",
-      "data-parent": e.parentId,
-      "data-child": e.childId,
-    }, edgeLayer);
+    out.push(
+      `<path d="${d}" class="${e.ghost ? "edge ghost" : "edge"}" marker-end="url(#lineage-arrow)" ` +
+        `data-parent="${esc(e.parentId)}" data-child="${esc(e.childId)}"/>`,
+    );
   }
-
-  const nodeLayer = el("g", { class: "nodes" }, svg);
+  out.push('</g><g class="nodes">');
   let targetBox = null;
   for (const n of model.nodes) {
     const box = g.node(n.key);
-    const x = box.x - NODE_W / 2;
-    const y = box.y - NODE_H / 2;
+    const x = (box.x - NODE_W / 2).toFixed(1);
+    const y = (box.y - NODE_H / 2).toFixed(1);
     const classes = ["node"];
     if (n.ghost) classes.push("ghost");
     if (n.id === targetId) classes.push("target");
     if (n.session?.live) classes.push("live");
-    const group = el("g", {
-      class: classes.join(" "),
-      transform: `translate(${x.toFixed(1)} ${y.toFixed(1)})`,
-      "data-session-id": n.id,
-    }, nodeLayer);
-    const title = el("title", {}, group);
+    let role;
+    let title;
     if (n.ghost) {
-      group.setAttribute("data-ghost", "true");
-      group.setAttribute("role", "img");
-      group.setAttribute("aria-label", `Unresolved parent ${n.id}: not in the corpus you can see`);
-      title.textContent = `${n.id}\nnot in the corpus (or outside your token's scope)`;
+      role =
+        'data-ghost="true" role="img" ' +
+        `aria-label="${esc(`Unresolved parent ${n.id}: not in the corpus you can see`)}"`;
+      title = `${n.id}\nnot in the corpus (or outside your token's scope)`;
     } else {
       const h = n.session.header ?? {};
-      group.setAttribute("role", "button");
-      group.setAttribute("tabindex", "0");
-      group.setAttribute("aria-label", `Open session ${n.id}${n.id === targetId ? " (shown)" : ""}`);
-      title.textContent = [n.id, when(h.createdAt), h.origin ? `origin ${h.origin}` : "", h.cwd ?? ""]
-        .filter(Boolean)
-        .join("\n");
+      const label = `Open session ${n.id}${n.id === targetId ? " (shown)" : ""}`;
+      role = `role="button" tabindex="0" aria-label="${esc(label)}"`;
+      title = [n.id, when(h.createdAt), h.origin ? `origin ${h.origin}` : ""].filter(Boolean).join("\n");
     }
-    el("rect", { width: NODE_W, height: NODE_H, rx: 5 }, group);
-    if (n.session?.live) el("circle", { cx: NODE_W - 9, cy: 9, r: 4, class: "live-dot" }, group);
-    const text = el("text", { x: 8, y: NODE_H / 2 + 4 }, group);
-    text.textContent = n.ghost ? `? ${shortLabel(n.id)}` : shortLabel(n.id);
+    out.push(
+      `<g class="${classes.join(" ")}" transform="translate(${x} ${y})" ` +
+        `data-session-id="${esc(n.id)}" ${role}><title>${esc(title)}</title>` +
+        `<rect width="${NODE_W}" height="${NODE_H}" rx="5"/>` +
+        (n.session?.live ? `<circle cx="${NODE_W - 9}" cy="9" r="4" class="live-dot"/>` : "") +
+        `<text x="8" y="${NODE_H / 2 + 4}">${esc(n.ghost ? `? ${shortLabel(n.id)}` : shortLabel(n.id))}</text></g>`,
+    );
     if (n.id === targetId) targetBox = { x: box.x, y: box.y };
   }
+  out.push("</g></svg>");
+  const holder = document.createElement("div");
+  holder.innerHTML = out.join("");
+  const svg = holder.firstElementChild;
 
   // One listener each for the whole drawing (a thousand nodes need no thousand closures).
   const openFrom = (event) => {
