@@ -5,7 +5,11 @@ What the page shows is checked against what the API answers (`traceSession`,
 scenario also checks that the page logged no console error and sent no request
 off the gateway's origin (the harness records every request URL). Screenshots go
 to the test's tmp dir; with SESSION_GATEWAY_UI_SCREENSHOTS=DIR the screenshot
-test also writes the README's PNGs there (docs/img).
+test also writes the README's PNGs there (docs/img), shrunk by `pngquant` when it
+is installed:
+
+    SESSION_GATEWAY_UI_SCREENSHOTS=docs/img .venv/bin/python -m pytest \
+        tests/test_ui_browser.py -k screenshots
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,7 @@ import httpx
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
-from gateway.demo import load_demo
+from gateway.demo import T0, load_demo
 from gateway.persistence import SqlPersistence
 from gateway.persistence.tokens import TokenStore
 from gateway.server.auth import token_authenticator
@@ -80,7 +85,7 @@ async def _load(backend: SqlPersistence, store: SessionStore, tokens: dict[str, 
     try:
         await load_demo(backend, store)
         for i in range(EXTRA_SESSIONS):
-            store.create(f"extra-{i:02d}", created_at=1_000 + i, cwd="/work/extra")
+            store.create(f"extra-{i:02d}", created_at=T0 - 86_400_000 - i, cwd="/work/extra")
         token_store = TokenStore(backend, TOKEN_KEY)
         _, tokens["fork-a-sub"] = await token_store.create("fork-a-sub", ["id:demo-fork-a-sub*"])
     finally:
@@ -419,6 +424,7 @@ def test_screenshots_of_each_view(gateway: Gateway, tmp_path: Path) -> None:
             {"goto": f"/ui?session=demo-root&seq={seq}"},
             {"waitFor": '#timeline-view[data-state="complete"]'},
             {"waitFor": f'#event-detail[data-seq="{seq}"]'},
+            {"fill": ["#filter-input", "demo-"]},
             {"screenshot": str(shots["overview"])},
             {"screenshot": str(shots["surface"]), "selector": "#timeline"},
             {"goto": "/ui?session=demo-orphan-child"},
@@ -432,5 +438,14 @@ def test_screenshots_of_each_view(gateway: Gateway, tmp_path: Path) -> None:
     target = os.environ.get(SCREENSHOTS_ENV)
     if target:
         Path(target).mkdir(parents=True, exist_ok=True)
+        pngquant = shutil.which("pngquant")
         for path in shots.values():
-            shutil.copyfile(path, Path(target) / path.name)
+            out = Path(target) / path.name
+            if pngquant:
+                subprocess.run(
+                    [pngquant, "--quality=70-95", "--strip", "--force", "--output", out, path],
+                    check=True,
+                    timeout=60,
+                )
+            else:
+                shutil.copyfile(path, out)

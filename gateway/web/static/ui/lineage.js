@@ -9,9 +9,9 @@
 // from the corpus, or outside the token's scope) gets a dashed ghost node.
 
 const SVG = "http://www.w3.org/2000/svg";
-const NODE_W = 176;
+const NODE_W = 164;
 const NODE_H = 30;
-const LABEL_CHARS = 22;
+const LABEL_CHARS = 21;
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -132,7 +132,7 @@ function when(ms) {
 export function drawLineage(container, trace, targetId, onOpen) {
   const model = lineageModel(trace);
   const g = new window.dagre.graphlib.Graph();
-  g.setGraph({ rankdir: "LR", nodesep: 10, ranksep: 36, marginx: 12, marginy: 12, ranker: topDownRanks });
+  g.setGraph({ rankdir: "LR", nodesep: 10, ranksep: 30, marginx: 12, marginy: 12, ranker: topDownRanks });
   g.setDefaultEdgeLabel(() => ({}));
   const keyOf = new Map();
   for (const n of model.nodes) {
@@ -226,8 +226,8 @@ export function drawLineage(container, trace, targetId, onOpen) {
   if (targetBox) {
     // Scroll only as far as it takes to show the target, so its ancestors stay in view.
     const { clientWidth: w, clientHeight: h } = container;
-    container.scrollLeft = targetBox.x + NODE_W / 2 + 12 <= w ? 0 : targetBox.x - w / 2;
-    container.scrollTop = targetBox.y + NODE_H / 2 + 12 <= h ? 0 : targetBox.y - h / 2;
+    container.scrollLeft = Math.max(0, targetBox.x + NODE_W / 2 + 12 - w);
+    container.scrollTop = Math.max(0, targetBox.y + NODE_H / 2 + 12 - h);
   }
   return model;
 }
