@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import httpx
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
-from gateway.demo import T0, load_demo
+from gateway.demo import T0, SimulatedAgent, load_demo
 from gateway.persistence import SqlPersistence
 from gateway.persistence.tokens import TokenStore
 from gateway.server.auth import token_authenticator
@@ -81,13 +82,16 @@ SESSION_IDS = """[...document.querySelectorAll("#sessions-list button.session")]
   .map((b) => b.dataset.sessionId)"""
 
 
-async def _load(backend: SqlPersistence, store: SessionStore, tokens: dict[str, str]) -> None:
+async def _load(
+    backend: SqlPersistence, store: SessionStore, tokens: dict[str, str]
+) -> SimulatedAgent:
     try:
-        await load_demo(backend, store)
+        demo = await load_demo(backend, store)
         for i in range(EXTRA_SESSIONS):
             store.create(f"extra-{i:02d}", created_at=T0 - 86_400_000 - i, cwd="/work/extra")
         token_store = TokenStore(backend, TOKEN_KEY)
         _, tokens["fork-a-sub"] = await token_store.create("fork-a-sub", ["id:demo-fork-a-sub*"])
+        return demo.agent
     finally:
         # the server runs on another event loop (its own thread): keep no pooled
         # connection from this one
@@ -97,9 +101,12 @@ async def _load(backend: SqlPersistence, store: SessionStore, tokens: dict[str, 
 class Gateway:
     """A served demo corpus, and its API answers for ground truth."""
 
-    def __init__(self, url: str, token: str | None = None) -> None:
+    def __init__(
+        self, url: str, token: str | None = None, agent: SimulatedAgent | None = None
+    ) -> None:
         self.url = url
         self.token = token
+        self.agent = agent
 
     def gql(self, query: str, **variables: Any) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -146,13 +153,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, 
     backend = SqlPersistence(sqlite_url(tmp_path_factory.mktemp("ui") / "x.db"))
     store = SessionStore()
     tokens: dict[str, str] = {}
-    asyncio.run(_load(backend, store, tokens))
+    agent = asyncio.run(_load(backend, store, tokens))
     query = SessionQuery(live=[store], persistence=backend)
     open_app = create_app(query)
     auth_app = create_app(query, authenticate=token_authenticator(TokenStore(backend, TOKEN_KEY)))
     try:
         with running_server(open_app) as url, running_server(auth_app) as auth_url:
-            yield Gateway(url), Gateway(auth_url, tokens["fork-a-sub"])
+            yield Gateway(url, agent=agent), Gateway(auth_url, tokens["fork-a-sub"])
     finally:
         asyncio.run(backend.close())
 
@@ -366,6 +373,40 @@ def test_keyboard_alone_opens_an_event_and_a_forked_session(gateway: Gateway) ->
     )
     assert int(got["seq"]) == first["seq"]
     assert got["focusedSession"]
+
+
+def test_refresh_grows_a_live_sessions_timeline(gateway: Gateway) -> None:
+    assert gateway.agent is not None
+    stop = threading.Event()
+
+    def agent() -> None:  # the demo's simulated agent, appending while the page is open
+        while not stop.wait(0.2):
+            gateway.agent.step()
+
+    count = "Number(document.getElementById('timeline-view').dataset.count)"
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    try:
+        got = _drive(
+            gateway,
+            [
+                {"goto": "/ui?session=demo-agent-live"},
+                {"waitFor": '#timeline-view[data-state="complete"]'},
+                {"eval": f"window.before = {count}", "as": "before"},
+                {"waitForFunction": "new Promise((r) => setTimeout(() => r(true), 1000))"},
+                {"click": "#timeline-refresh"},
+                {
+                    "waitForFunction": f"{count} > window.before && document.getElementById("
+                    "'timeline-view').dataset.state === 'complete'"
+                },
+                {"eval": count, "as": "after"},
+            ],
+        )
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    total = gateway.gql('{ events(sessionId: "demo-agent-live") { totalCount } }')
+    assert got["before"] < got["after"] <= total["events"]["totalCount"]
 
 
 def test_with_auth_the_token_field_unlocks_the_scoped_corpus(

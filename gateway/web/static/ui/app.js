@@ -341,6 +341,7 @@ async function loadAllEvents(id, generation, seq, firstPage) {
         total = conn.totalCount;
         for (const ev of conn.nodes) events.push(ev);
         timeline.setEvents(events);
+        view.dataset.count = String(events.length);
         if (pending !== null && pending <= events[events.length - 1]?.seq) {
           timeline.select(pending);
           pending = null;
