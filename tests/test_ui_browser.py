@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -407,6 +408,46 @@ def test_refresh_grows_a_live_sessions_timeline(gateway: Gateway) -> None:
         thread.join(timeout=10)
     total = gateway.gql('{ events(sessionId: "demo-agent-live") { totalCount } }')
     assert got["before"] < got["after"] <= total["events"]["totalCount"]
+
+
+def test_live_session_timeline_grows_by_itself_over_the_subscription(gateway: Gateway) -> None:
+    features = gateway.gql("{ __schema { subscriptionType { fields { name } } } }")
+    subscriptions = features["__schema"]["subscriptionType"] or {"fields": []}
+    if "sessionEvents" not in {f["name"] for f in subscriptions["fields"]}:
+        pytest.skip("this gateway has no sessionEvents subscription yet (issue 11)")
+    assert gateway.agent is not None
+    appends = 60
+    total = len(gateway.events("demo-agent-live")) + appends
+
+    def agent() -> None:  # a fixed number of appends, spread over ~9 s
+        for _ in range(appends):
+            time.sleep(0.15)
+            gateway.agent.step()
+
+    count = "Number(document.getElementById('timeline-view').dataset.count)"
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    try:
+        got = _drive(
+            gateway,
+            [
+                {"goto": "/ui?session=demo-agent-live"},
+                {"waitFor": '#timeline-view[data-live="on"]'},
+                {"eval": count, "as": "before"},
+                {"waitForFunction": f"{count} === {total}"},
+                {"eval": COLLECT_TIMELINE, "as": "timeline"},
+            ],
+        )
+    finally:
+        thread.join(timeout=60)
+    assert got["before"] < total  # the rest arrived over the tail: nothing was clicked
+    events = gateway.events("demo-agent-live")
+    assert len(events) == total
+    lanes = {int(seq): lane for seq, lane in got["timeline"]["lanes"].items()}
+    assert lanes == {e["seq"]: e["surface"] for e in events}
+    assert set(got["timeline"]["arrows"]) == {
+        f"{e['replacedBy']['seq']}>{e['seq']}" for e in events if e["replacedBy"] is not None
+    }
 
 
 def test_with_auth_the_token_field_unlocks_the_scoped_corpus(

@@ -32,6 +32,7 @@ _PAGE = """<!doctype html>
     <link rel="modulepreload" href="{static}/api.js" />
     <link rel="modulepreload" href="{static}/lineage.js" />
     <link rel="modulepreload" href="{static}/timeline.js" />
+    <link rel="modulepreload" href="{static}/live.js" />
     <script type="module" src="{static}/app.js"></script>
   </head>
   <body data-endpoint="{endpoint}" data-auth="{auth}" data-graphiql="{graphiql}">

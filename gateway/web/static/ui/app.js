@@ -4,6 +4,7 @@
 
 import { Api, ApiError } from "./api.js";
 import { drawLineage } from "./lineage.js";
+import { canTail, tail } from "./live.js";
 import { Timeline } from "./timeline.js";
 
 const PAGE_SIZE = 25;
@@ -21,6 +22,7 @@ const Q_TRACE = `query ViewerLineage($id: ID!) {
     graph { nodes { id live header { createdAt origin parentSessionId } }
       edges { parentId childId } } } }`;
 const Q_EVENTS = `query ViewerEvents($id: ID!, $first: Int!, $after: String) {
+  session(id: $id) { live }
   events(sessionId: $id, first: $first, after: $after) {
     totalCount pageInfo { hasNextPage endCursor }
     nodes { seq type time surface surfaceOp { kind start end } } } }`;
@@ -49,6 +51,8 @@ const state = {
   listed: [],
   listLoading: false,
   eventsLoading: false,
+  tail: null, // AbortController of the running live tail
+  tailCheck: null, // Promise<boolean>: does this gateway serve sessionEvents?
 };
 
 function h(tag, attrs = {}, ...children) {
@@ -121,6 +125,7 @@ function setupAuth() {
   });
   $("token-forget").addEventListener("click", () => {
     api.forgetToken();
+    stopTail();
     state.generation++;
     $("sessions-list").replaceChildren();
     $("lineage-view").replaceChildren();
@@ -258,6 +263,7 @@ function url(sessionId, seq) {
 }
 
 function openSession(id, { push = true, seq = null } = {}) {
+  stopTail();
   const generation = ++state.generation;
   state.sessionId = id;
   state.seq = seq;
@@ -331,12 +337,16 @@ async function loadAllEvents(id, generation, seq, firstPage) {
   state.eventsLoading = true;
   const events = [];
   let total = 0;
+  let live = false;
   let pending = seq;
   try {
     const done = await fetchAll(
       Q_EVENTS,
       { id },
-      (data) => data.events,
+      (data) => {
+        live = Boolean(data.session?.live);
+        return data.events;
+      },
       (conn) => {
         total = conn.totalCount;
         for (const ev of conn.nodes) events.push(ev);
@@ -366,12 +376,69 @@ async function loadAllEvents(id, generation, seq, firstPage) {
       timeline.setReplacements(pairs);
       view.dataset.state = "complete";
       performance.mark("ui:timeline-complete");
+      if (live) startTail(id, generation, events, pairs);
     }
   } catch (error) {
     if (generation !== state.generation) return;
     if (!handleAuth(error)) status.textContent = message(error);
   } finally {
     if (generation === state.generation) state.eventsLoading = false;
+  }
+}
+
+// -- live tail (when the gateway serves the sessionEvents subscription) -----------------
+
+function stopTail() {
+  state.tail?.abort();
+  state.tail = null;
+}
+
+async function startTail(id, generation, events, pairs) {
+  stopTail();
+  state.tailCheck ??= canTail(api);
+  if (!(await state.tailCheck) || generation !== state.generation) return;
+  const controller = new AbortController();
+  state.tail = controller;
+  const view = $("timeline-view");
+  const status = $("timeline-status");
+  const replaced = new Map(pairs);
+  let flushing = null;
+  let surfaceTimer = null;
+  const flush = () => {
+    flushing = null;
+    if (controller.signal.aborted) return;
+    const atEnd = view.scrollTop + view.clientHeight >= view.scrollHeight - 2;
+    timeline.setEvents(events);
+    timeline.setReplacements([...replaced]);
+    view.dataset.count = String(events.length);
+    status.textContent = `● live · ${summary(events)}`;
+    if (atEnd) view.scrollTop = view.scrollHeight;
+    surfaceTimer ??= setTimeout(() => {
+      surfaceTimer = null;
+      if (!controller.signal.aborted) loadSurface(id, generation);
+    }, 1000);
+  };
+  const onEvent = (ev) => {
+    if (ev.seq !== events.length) return; // already loaded
+    events.push(ev);
+    for (const { seq } of ev.replacedEvents ?? []) {
+      if (events[seq]) events[seq].surface = "SHADOWED";
+      replaced.set(seq, ev.seq);
+    }
+    flushing ??= setTimeout(flush, 100);
+  };
+  view.dataset.live = "on";
+  status.textContent = `● live · ${summary(events)}`;
+  try {
+    const how = await tail(api, id, events.length - 1, onEvent, controller.signal);
+    if (how === "complete" && generation === state.generation) {
+      status.textContent = `${summary(events)} · live tail ended (the session left its store)`;
+    }
+  } catch (error) {
+    if (generation === state.generation) status.textContent = `${summary(events)} · live tail stopped: ${message(error)}`;
+  } finally {
+    if (state.tail === controller) state.tail = null;
+    if (generation === state.generation) delete view.dataset.live;
   }
 }
 
@@ -512,6 +579,7 @@ function setupLinks() {
   }
   $("timeline-refresh").addEventListener("click", () => {
     if (state.sessionId === null) return;
+    stopTail();
     const generation = ++state.generation;
     loadEvents(state.sessionId, generation, state.seq);
     loadSurface(state.sessionId, generation);
@@ -546,6 +614,7 @@ function applyUrl() {
 
 function start() {
   state.sessionId = null;
+  state.tailCheck = null;
   const opening = applyUrl();
   Promise.resolve(opening).finally(() => loadSessions());
 }
