@@ -79,6 +79,8 @@ class _AssetCollector(HTMLParser):
         self.urls: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":  # a link to another page (the viewer) is navigation, not an asset
+            return
         for name, value in attrs:
             if name in ("src", "href") and value is not None:
                 self.urls.append(value)
