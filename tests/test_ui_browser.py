@@ -148,9 +148,37 @@ class Gateway:
             after = page["pageInfo"]["endCursor"]
 
 
+# A policy as strict as a page of scripts and styles from its own origin allows.
+STRICT_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def _with_csp(app: Any) -> Any:
+    """`app` with a Content-Security-Policy header on every HTTP response."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_policy(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    *message.get("headers", []),
+                    (b"content-security-policy", STRICT_CSP.encode()),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_with_policy)
+
+    return wrapped
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, Gateway]]:
-    """The demo corpus served twice from one database: open, and with bearer tokens."""
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Gateway, Gateway, Gateway]]:
+    """The demo corpus served three times from one database: open, with bearer
+    tokens, and open under a strict Content-Security-Policy."""
     backend = SqlPersistence(sqlite_url(tmp_path_factory.mktemp("ui") / "x.db"))
     store = SessionStore()
     tokens: dict[str, str] = {}
@@ -159,14 +187,22 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, 
     open_app = create_app(query)
     auth_app = create_app(query, authenticate=token_authenticator(TokenStore(backend, TOKEN_KEY)))
     try:
-        with running_server(open_app) as url, running_server(auth_app) as auth_url:
-            yield Gateway(url, agent=agent), Gateway(auth_url, tokens["fork-a-sub"])
+        with (
+            running_server(open_app) as url,
+            running_server(auth_app) as auth_url,
+            running_server(_with_csp(open_app)) as csp_url,
+        ):
+            yield (
+                Gateway(url, agent=agent),
+                Gateway(auth_url, tokens["fork-a-sub"]),
+                Gateway(csp_url),
+            )
     finally:
         asyncio.run(backend.close())
 
 
 @pytest.fixture
-def gateway(served: tuple[Gateway, Gateway]) -> Gateway:
+def gateway(served: tuple[Gateway, Gateway, Gateway]) -> Gateway:
     return served[0]
 
 
@@ -450,8 +486,33 @@ def test_live_session_timeline_grows_by_itself_over_the_subscription(gateway: Ga
     }
 
 
+def test_every_view_runs_under_a_strict_content_security_policy(
+    served: tuple[Gateway, Gateway, Gateway],
+) -> None:
+    gateway = served[2]
+    policy = httpx.get(f"{gateway.url}/ui", headers={"Accept": "text/html"}).headers
+    assert policy["content-security-policy"] == STRICT_CSP
+    got = _drive(  # a violation would be a console error, which _drive refuses
+        gateway,
+        [
+            {"goto": "/ui?session=demo-root&seq=1"},
+            {"waitFor": '#lineage-view[data-state="complete"]'},
+            {"waitFor": '#timeline-view[data-state="complete"]'},
+            {"waitFor": '#event-detail[data-seq="1"]'},
+            {"click": "#timeline-view .row.run"},
+            {
+                "click": '#lineage-view .node[data-session-id="demo-orphan"], '
+                '#sessions-list button[data-session-id="demo-orphan-child"]'
+            },
+            {"waitFor": '#lineage-view .node[data-ghost="true"]'},
+            {"eval": "document.querySelectorAll('#lineage-view .node').length", "as": "nodes"},
+        ],
+    )
+    assert got["nodes"] == 3
+
+
 def test_with_auth_the_token_field_unlocks_the_scoped_corpus(
-    served: tuple[Gateway, Gateway],
+    served: tuple[Gateway, Gateway, Gateway],
 ) -> None:
     gateway = served[1]
     visible = [

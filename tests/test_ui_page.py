@@ -77,9 +77,7 @@ async def test_every_asset_the_shell_names_is_served_from_the_gateway() -> None:
     async with client(_app()) as c:
         shell = _Shell()
         shell.feed((await c.get("/ui", headers=HTML)).text)
-        urls = [s["src"] for s in shell.scripts] + [
-            link["href"] for link in shell.links if link.get("rel") == "stylesheet"
-        ]
+        urls = [s["src"] for s in shell.scripts] + [link["href"] for link in shell.links]
         modules = sorted(p.name for p in UI_DIR.glob("*.js"))
         urls += [f"/static/ui/{name}" for name in modules]
         for url in urls:

@@ -26,7 +26,7 @@ _PAGE = """<!doctype html>
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <meta name="robots" content="noindex" />
     <title>{title}</title>
-    <link rel="icon" href="data:," />
+    <link rel="icon" href="{static}/favicon.svg" type="image/svg+xml" />
     <link rel="stylesheet" href="{static}/ui.css" />
     <script src="{static}/vendor/dagre.min.js" defer></script>
     <link rel="modulepreload" href="{static}/api.js" />
