@@ -3,7 +3,9 @@
 // with `event: next` frames, then `event: complete`).
 //
 // Read with fetch's streaming body rather than EventSource, which can only GET
-// and cannot send the Authorization header a token needs.
+// and cannot send the Authorization header a token needs. Written by hand rather
+// than vendoring the graphql-sse client: the page needs one subscription in one
+// mode, which is this much frame parsing, and no bundler to pull a package in.
 
 const SUBSCRIPTION = `subscription ViewerTail($id: ID!, $after: Int) {
   sessionEvents(sessionId: $id, afterSeq: $after) {
