@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
     "verify": ("gateway.commands.verify", "check stored derivations against the fold of each log"),
     "export-schema": ("gateway.commands.export_schema", "print the GraphQL schema (SDL)"),
+    "documents": (
+        "gateway.commands.documents",
+        "make the trusted-documents manifest (`documents hash FILE.graphql...`)",
+    ),
 }
 
 DESCRIPTION = """\
