@@ -163,6 +163,7 @@ def create_app(
             static_prefix=STATIC_PREFIX,
             title="Session-query gateway · GraphiQL",
             default_query=default_query,
+            token_field=getattr(request.app.state, "authenticate", None) is not None,
         )
 
     endpoint = GraphQLHTTP(
