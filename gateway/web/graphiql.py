@@ -135,8 +135,13 @@ _PAGE = """<!doctype html>
         }}
 
         var root = ReactDOM.createRoot(mount);
+        var renderedToken = null;
         function render() {{
-          // A fresh fetcher each time: GraphiQL refetches the schema when it changes.
+          if (renderedToken === currentToken()) {{
+            return;
+          }}
+          renderedToken = currentToken();
+          // A fresh fetcher for a new token: GraphiQL refetches the schema with it.
           var props = {{
             fetcher: function (params, opts) {{
               return fetcher(params, opts);

@@ -28,10 +28,12 @@ class StandInAuth:
         self.authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         headers = Headers(scope=scope)
         open_request = (
-            scope["type"] != "http"
-            or scope["path"] not in PROTECTED
+            scope["path"] not in PROTECTED
             or scope["method"] == "OPTIONS"
             or (scope["method"] == "GET" and "text/html" in headers.get("accept", ""))
         )
