@@ -216,3 +216,14 @@ def test_documents_hash_refuses_a_file_that_is_not_an_operation_document(
     out, err = capsys.readouterr()
     assert out == ""
     assert str(bad) in err and reason in err
+
+
+async def test_trusted_document_errors_are_counted_under_their_own_code() -> None:
+    from gateway.observability import GatewayMetrics
+
+    metrics = GatewayMetrics()
+    app = _app(metrics=metrics)
+    async with client(app) as c:
+        await c.post("/graphql", json={"documentId": document_id("{ x }")})
+        text = (await c.get("/metrics")).text
+    assert 'graphql_errors_total{code="TRUSTED_DOCUMENT_NOT_FOUND"} 1' in text
