@@ -1,6 +1,6 @@
 """What CORS, trusted documents and the rate limit add to a request. Prints figures:
 
-    .venv/bin/python -m benchmarks.bench_access [--requests 2000] [--rounds 9]
+    .venv/bin/python -m benchmarks.bench_access_layers [--requests 2000] [--rounds 9]
 
 One app per variant over the same live corpus (50 sessions), driven in-process
 through httpx's ASGI transport (no sockets, so the middleware is a larger share
