@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("gateway.commands.importer", "import dsh JSONL session artifacts into a database"),
     "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
     "verify": ("gateway.commands.verify", "check stored derivations against the fold of each log"),
+    "token": ("gateway.commands.token", "create, list and revoke access tokens"),
     "export-schema": ("gateway.commands.export_schema", "print the GraphQL schema (SDL)"),
     "documents": (
         "gateway.commands.documents",

@@ -32,7 +32,7 @@ def test_non_loopback_host_is_refused_without_allow_remote(
     assert not is_loopback(host)
     assert main(["serve", "--host", host]) == 2
     err = capsys.readouterr().err
-    assert "--allow-remote" in err and "no authentication" in err
+    assert "--allow-remote" in err and "--auth tokens" in err
 
 
 def test_defaults_and_help(capsys: pytest.CaptureFixture[str]) -> None:

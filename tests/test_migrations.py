@@ -99,6 +99,7 @@ async def test_migrated_schema_matches_the_table_definitions(db_url: str) -> Non
     assert {i["name"] for i in indexes} == {
         "ix_sessions_newest_first",
         "ix_sessions_parent_session",
+        "ix_sessions_cwd",
     }
 
 

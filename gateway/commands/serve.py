@@ -13,9 +13,14 @@ tool-result rewrite, a session both live and persisted, and a live session a
 simulated agent keeps appending to) from a fresh temporary SQLite database,
 or from --database when given.
 
-The gateway has no authentication yet: it is trusted infrastructure and binds
-to loopback (127.0.0.1) by default. Binding any other address needs
---allow-remote, and should only be done behind something that authenticates.
+Access: with --auth tokens (or SESSION_GATEWAY_AUTH=tokens) /graphql and
+/metrics need `Authorization: Bearer TOKEN`, a token made with `session-gateway
+token create`, and each caller sees only the sessions its grants allow. The
+tokens' hashing key comes from $SESSION_GATEWAY_TOKEN_KEY, else the key file
+`token create` wrote. Without --auth the gateway serves everyone everything, so
+it binds loopback (127.0.0.1) by default; binding another address needs
+--allow-remote, which also needs --auth tokens (or --insecure-no-auth when
+something in front of the gateway authenticates).
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from gateway.persistence.engine import default_database_url
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 ENV_CURSOR_SECRET = "SESSION_GATEWAY_CURSOR_SECRET"
+ENV_AUTH = "SESSION_GATEWAY_AUTH"
+AUTH_MODES = ("none", "tokens")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +59,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-remote",
         action="store_true",
-        help="allow binding a non-loopback address (the gateway has no authentication)",
+        help="allow binding a non-loopback address (needs --auth tokens or --insecure-no-auth)",
+    )
+    parser.add_argument(
+        "--auth",
+        choices=AUTH_MODES,
+        default=None,
+        help=f"`tokens`: require a bearer token (see `token create`); default ${ENV_AUTH}, "
+        "else none",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="with --allow-remote: serve without auth (only behind a proxy that authenticates)",
     )
     parser.add_argument(
         "--agent-interval",
@@ -78,10 +97,24 @@ def is_loopback(host: str) -> bool:
 def remote_refusal(host: str) -> str:
     return (
         f"refusing to bind {host}: it is not a loopback address. The gateway is trusted "
-        "infrastructure with no authentication yet, so anyone who can reach that address "
-        "could read every session. Bind 127.0.0.1 (the default), or pass --allow-remote "
-        "if something in front of it authenticates and restricts access."
+        "infrastructure, so anyone who can reach that address could read every session. "
+        "Bind 127.0.0.1 (the default), or pass --allow-remote with --auth tokens "
+        "(or --insecure-no-auth if something in front of it authenticates)."
     )
+
+
+def remote_without_auth_refusal(host: str) -> str:
+    return (
+        f"refusing to bind {host} without authentication: anyone who can reach it could "
+        "read every session. Add --auth tokens (create tokens with `session-gateway token "
+        "create`), or --insecure-no-auth if something in front of the gateway authenticates."
+    )
+
+
+def auth_mode(args: argparse.Namespace) -> str | None:
+    """The --auth mode, else $SESSION_GATEWAY_AUTH, else "none"; None if the env is bad."""
+    mode = args.auth or os.environ.get(ENV_AUTH, "").strip().lower() or "none"
+    return mode if mode in AUTH_MODES else None
 
 
 def _open_backend(url: str) -> Any:
@@ -90,13 +123,15 @@ def _open_backend(url: str) -> Any:
     return SqlPersistence(url)
 
 
-def banner(base: str, demo: bool) -> str:
+def banner(base: str, demo: bool, auth: str = "none") -> str:
     lines = [
         "",
         f"  GraphiQL:  {base}/graphql   (open it in a browser)",
         f"  GraphQL:   POST/GET {base}/graphql",
         f"  Health:    {base}/healthz   Readiness: {base}/readyz",
     ]
+    if auth == "tokens":
+        lines.append("  Auth:      bearer tokens (`session-gateway token create` makes one)")
     if demo:
         from gateway.demo import EXAMPLE_QUERIES
 
@@ -112,7 +147,11 @@ async def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.core import SessionQuery, SessionStore
-    from gateway.observability import GatewayMetrics, configure_logging, instrument_backend
+    from gateway.observability import (
+        GatewayMetrics,
+        configure_logging,
+        instrument_backend,
+    )
     from gateway.server.app import create_app
 
     configure_logging(json=args.log_format == "json", level=args.log_level)
@@ -125,7 +164,8 @@ async def serve(args: argparse.Namespace) -> int:
         database = f"sqlite+aiosqlite:///{Path(tmp.name) / 'demo.db'}"
     elif not database:
         database = default_database_url()
-    backend = instrument_backend(_open_backend(database), metrics)
+    raw_backend = _open_backend(database)
+    backend = instrument_backend(raw_backend, metrics)
     store = SessionStore()
     query = SessionQuery(live=[store], persistence=backend)
     background = []
@@ -143,6 +183,17 @@ async def serve(args: argparse.Namespace) -> int:
     secret = os.environ.get(ENV_CURSOR_SECRET)
     if secret:
         options["cursor_secret"] = secret
+    mode = auth_mode(args) or "none"
+    if mode == "tokens":
+        from gateway.persistence.tokens import TokenError, TokenStore, load_token_key
+        from gateway.server.auth import token_authenticator
+
+        try:
+            key = load_token_key()
+        except TokenError as exc:
+            print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
+            return 2
+        options["authenticate"] = token_authenticator(TokenStore(raw_backend, key))
     app = create_app(query, **options)
     config = uvicorn.Config(
         app,
@@ -154,7 +205,7 @@ async def serve(args: argparse.Namespace) -> int:
     )
     server = uvicorn.Server(config)
     host = f"[{args.host}]" if ":" in args.host else args.host
-    print(banner(f"http://{host}:{args.port}", args.demo), flush=True)
+    print(banner(f"http://{host}:{args.port}", args.demo, mode), flush=True)
     try:
         await server.serve()
     finally:
@@ -168,8 +219,18 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    mode = auth_mode(args)
+    if mode is None:
+        print(
+            f"session-gateway serve: ${ENV_AUTH} must be one of {', '.join(AUTH_MODES)}",
+            file=sys.stderr,
+        )
+        return 2
     if not is_loopback(args.host) and not args.allow_remote:
         print(f"session-gateway serve: {remote_refusal(args.host)}", file=sys.stderr)
+        return 2
+    if not is_loopback(args.host) and mode == "none" and not args.insecure_no_auth:
+        print(f"session-gateway serve: {remote_without_auth_refusal(args.host)}", file=sys.stderr)
         return 2
     if not 0 <= args.port <= 65535:
         print(f"session-gateway serve: --port must be 0..65535, got {args.port}", file=sys.stderr)

@@ -8,7 +8,7 @@ from .errors import ErrorCode, SessionQueryError
 from .fold import EventSurface, FoldResult, Replacement, SurfaceFold, fold_surface
 from .model import SURFACE_TYPES, SessionEvent, SessionHeader
 from .observation import Observation, SessionsPage
-from .query import DEFAULT_READ_WINDOW_MAX, SessionQuery
+from .query import DEFAULT_READ_WINDOW_MAX, ScopedSessionQuery, SessionQuery
 from .results import (
     EventRecord,
     EventTrace,
@@ -17,6 +17,7 @@ from .results import (
     SessionRecord,
     SessionTrace,
 )
+from .scope import InvalidGrant, Scope
 from .store import LiveSession, SessionStore
 from .views import Classified, EventPage, Relations, SessionView
 
@@ -30,6 +31,7 @@ __all__ = [
     "EventSurface",
     "EventTrace",
     "FoldResult",
+    "InvalidGrant",
     "LineageNode",
     "LiveSession",
     "Observation",
@@ -37,6 +39,8 @@ __all__ = [
     "ReadWindow",
     "Relations",
     "Replacement",
+    "Scope",
+    "ScopedSessionQuery",
     "SessionEvent",
     "SessionHeader",
     "SessionQuery",

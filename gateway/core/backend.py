@@ -44,6 +44,23 @@ class PersistenceBackend(Protocol):
 # -- pushdown of corpus questions ---------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """The stored sessions a scoped question may see (SPEC §10), as a backend applies it.
+
+    A stored session matches when its cwd equals a prefix or starts with prefix
+    + "/", when its id matches a glob (`*` any run, `?` one character, all else
+    literal), or when it is one of `tree_seeds` or reached from one by child
+    links through stored sessions. The core puts in the seeds both the granted
+    tree roots and the live sessions inside a granted tree, so that stored
+    sessions below a live-only one are found too.
+    """
+
+    cwd_prefixes: tuple[str, ...] = ()
+    id_globs: tuple[str, ...] = ()
+    tree_seeds: tuple[str, ...] = ()
+
+
 @runtime_checkable
 class CorpusReads(Protocol):
     """Corpus questions answered by index instead of by listing every header."""
@@ -52,15 +69,16 @@ class CorpusReads(Protocol):
         """The stored headers of these ids."""
         ...
 
-    async def count_sessions(self) -> int:
-        """How many sessions are stored."""
+    async def count_sessions(self, where: SessionFilter | None = None) -> int:
+        """How many sessions are stored (that match `where`, when given)."""
         ...
 
     async def headers_page(
-        self, after: tuple[int, str] | None, limit: int
+        self, after: tuple[int, str] | None, limit: int, where: SessionFilter | None = None
     ) -> builtins.list[SessionHeader]:
         """Up to `limit` headers in corpus order (createdAt descending, id ascending),
-        strictly after the key `(created_at, id)` when `after` is given."""
+        strictly after the key `(created_at, id)` when `after` is given, only those
+        matching `where` when given."""
         ...
 
     async def load_children(

@@ -13,6 +13,14 @@ timed-out request leaves none behind).
 The backend is used through its named capabilities (`gateway.core.backend`):
 stored derivations when it has them (a page costs a page), whole logs folded
 in a worker thread when it has only `load()`.
+
+A scoped observation (`scope=`, SPEC §10) answers as if the sessions its
+scope makes visible were the whole corpus. This is the one place a scope is
+applied: every way in (a session by id, a page, children, lineage) checks
+visibility here, an invisible id fails exactly like an absent one, and pages
+and counts carry the scope down to the backend as a `SessionFilter`. Whether
+a session lies in a granted tree is decided from its ancestry in the whole
+(unscoped) corpus, walked once per observation.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any, TypeVar, cast
 from .backend import (
     Capabilities,
     EventQuery,
+    SessionFilter,
     StoredEvent,
     StoredSession,
     StoredTrace,
@@ -37,6 +46,7 @@ from .fold import fold_surface
 from .lineage import children_index
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
+from .scope import Scope
 from .store import LiveSession, SessionStore
 from .stored_view import StoredView
 from .views import (
@@ -69,7 +79,13 @@ class SessionsPage:
 class Observation:
     """A consistent, memoising view of the corpus for one operation or request."""
 
-    def __init__(self, stores: Sequence[SessionStore], backend: object | None) -> None:
+    def __init__(
+        self,
+        stores: Sequence[SessionStore],
+        backend: object | None,
+        scope: Scope | None = None,
+    ) -> None:
+        self._scope = None if scope is None or scope.sees_all else scope
         self._stores = tuple(stores)
         self._backend = backend
         self._caps = capabilities_of(backend) if backend is not None else Capabilities(None, None)
@@ -79,6 +95,8 @@ class Observation:
         self._live_headers: dict[str, SessionHeader] | None = None
         self._live_sessions: dict[str, LiveSession] = {}
         self._seen_stored: dict[str, SessionHeader] = {}  # headers stored answers included
+        self._ancestry: dict[str, SessionHeader] = {}  # stored headers lineage walks reached
+        self._in_tree: dict[str, bool] = {}
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -248,6 +266,7 @@ class Observation:
 
     async def persisted_header(self, session_id: str) -> SessionHeader:
         """Prove a session is in the backend and return its header (SESSION_NOT_FOUND if not)."""
+        await self.require_visible(session_id)
         if self._backend is None:
             raise _not_found(session_id, "no live store holds it and no persistence is mounted")
         stored = await self.stored(session_id)
@@ -258,6 +277,116 @@ class Observation:
     async def is_persisted(self, session_id: str) -> bool:
         return await self.stored(session_id) is not None
 
+    # -- the scope (SPEC §10) -----------------------------------------------------------
+
+    @property
+    def scope(self) -> Scope | None:
+        """The scope this observation answers within (None: the whole corpus)."""
+        return self._scope
+
+    async def visible(self, header: SessionHeader) -> bool:
+        """Whether the scope lets this session be seen (always, when unscoped)."""
+        scope = self._scope
+        if scope is None or scope.direct(header):
+            return True
+        return scope.has_trees and await self._tree_member(header)
+
+    async def _tree_member(self, header: SessionHeader) -> bool:
+        """Whether `header` lies in a granted tree: its ancestry in the whole corpus,
+        walked once; every session on the walk gets its answer remembered."""
+        known = self._in_tree.get(header.id)
+        if known is not None:
+            return known
+        scope = self._scope
+        assert scope is not None
+        if header.id in scope.trees:
+            return True
+        chain = [header.id]
+        seen = {header.id}
+        node: SessionHeader | None = header
+        while node is not None and node.parent_session is not None:
+            parent = node.parent_session
+            chain.append(parent)
+            if parent in seen or parent in scope.trees or parent in self._in_tree:
+                break
+            seen.add(parent)
+            node = await self._unscoped_header(parent)
+        # The last id decides for everything below it: in a tree, or a walk that ended.
+        last = chain[-1]
+        member = last in scope.trees or self._in_tree.get(last, False)
+        for i in range(len(chain) - 1, -1, -1):
+            member = member or chain[i] in scope.trees
+            if i < len(chain) - 1 or chain[i] in seen:
+                self._in_tree.setdefault(chain[i], member)
+        return self._in_tree[header.id]
+
+    async def _unscoped_header(self, session_id: str) -> SessionHeader | None:
+        """A header in the whole corpus (live first, then stored) for ancestry walks:
+        a stored one comes with its whole stored chain in one backend read."""
+        live = self.live_headers().get(session_id)
+        if live is not None:
+            return live
+        if self._backend is None:
+            return None
+        if session_id not in self._ancestry:
+            corpus = self._caps.corpus
+            if corpus is not None:
+                reached = await self._reach("load_ancestry", corpus.load_ancestry, session_id)
+            else:
+                reached = await self.backend_headers()
+            self._ancestry.update(reached)
+        return self._ancestry.get(session_id)
+
+    async def require_visible(self, session_id: str) -> None:
+        """SESSION_NOT_FOUND, worded as for an absent id, when the scope hides the session.
+
+        An id the corpus lacks passes: the caller's own lookup reports it, so an
+        invisible id and an absent one fail with the same message.
+        """
+        if self._scope is None:
+            return
+        await self._once(("visible", session_id), lambda: self._check_visible(session_id))
+
+    async def _check_visible(self, session_id: str) -> None:
+        live = self.live_session(session_id)
+        header = live.header if live is not None else None
+        if header is None and self._backend is not None:
+            stored = await self.stored(session_id)
+            header = stored.header if stored is not None else None
+        if header is not None and not await self.visible(header):
+            if self._backend is None:
+                raise _not_found(session_id, "no live store holds it and no persistence is mounted")
+            raise _not_found(session_id, "it is in no live store and not in persistence")
+
+    async def _visible_only(self, headers: Sequence[SessionHeader]) -> list[SessionHeader]:
+        if self._scope is None:
+            return list(headers)
+        kept = await asyncio.gather(*(self.visible(h) for h in headers))
+        return [h for h, ok in zip(headers, kept, strict=True) if ok]
+
+    async def _session_filter(self) -> SessionFilter | None:
+        """The scope as a backend predicate: tree seeds are the granted roots and the
+        live sessions inside a granted tree (stored sessions below a live-only one)."""
+        scope = self._scope
+        if scope is None:
+            return None
+        seeds = set(scope.trees)
+        if scope.has_trees:
+            live = list(self.live_headers().values())
+            inside = await asyncio.gather(*(self._tree_member(h) for h in live))
+            seeds.update(h.id for h, ok in zip(live, inside, strict=True) if ok)
+        return SessionFilter(scope.cwd_prefixes, scope.id_globs, tuple(sorted(seeds)))
+
+    async def locate(self, session_id: str) -> tuple[SessionHeader, bool, bool | None]:
+        """A session by id: (header, live, persisted). Live stores first, never touching
+        persistence for a live one (`persisted` is then None: not asked); else proved in
+        the backend. SESSION_NOT_FOUND / SOURCE_CONFLICT / PERSISTENCE_FAILED as usual."""
+        await self.require_visible(session_id)
+        live = self.live_session(session_id)
+        if live is not None:
+            return live.header, True, None
+        return await self.persisted_header(session_id), False, True
+
     # -- one session's log ------------------------------------------------------------
 
     async def view(self, session_id: str) -> SessionView:
@@ -267,6 +396,7 @@ class Observation:
         persistence); a stored one through the stored derivations when they
         cover its log, else loaded whole and folded off the event loop.
         """
+        await self.require_visible(session_id)
         live = self.live_session(session_id)
         if live is not None:
             memo = self._memo.get(("view", session_id))
@@ -295,6 +425,7 @@ class Observation:
 
     async def length(self, session_id: str) -> int:
         """How many events the session's log has, as this observation sees it."""
+        await self.require_visible(session_id)
         live = self.live_session(session_id)
         if live is not None:
             return (await self.view(session_id)).length
@@ -308,6 +439,7 @@ class Observation:
     ) -> tuple[SessionHeader, list[SessionEvent]]:
         """The header and the raw events lo..hi that exist (no fold needed): a live view,
         a ranged read of the backend when it has one, else the whole log."""
+        await self.require_visible(session_id)
         live = self.live_session(session_id)
         if live is not None:
             view = await self.view(session_id)
@@ -395,8 +527,16 @@ class Observation:
     # -- the corpus ----------------------------------------------------------------------
 
     async def records(self) -> list[SessionRecord]:
-        """Every session, newest first (ties by id): the cross-corpus list, made once."""
-        return list(await self._once(("records",), self._make_records))
+        """Every (visible) session, newest first (ties by id): the cross-corpus list, made once."""
+        return list(await self._once(("records",), self._visible_records))
+
+    async def _visible_records(self) -> tuple[SessionRecord, ...]:
+        every = await self._once(("all-records",), self._make_records)
+        if self._scope is None:
+            return every
+        kept = await self._visible_only([r.header for r in every])
+        ids = {h.id for h in kept}
+        return tuple(r for r in every if r.header.id in ids)
 
     async def _make_records(self) -> tuple[SessionRecord, ...]:
         persisted = await self.backend_headers()
@@ -443,6 +583,13 @@ class Observation:
         """One session's corpus record, or None when the corpus lacks it."""
         if not self.pushdown:
             return (await self.record_map()).get(session_id)
+        if self._scope is not None:
+            try:
+                await self.require_visible(session_id)
+            except SessionQueryError as exc:
+                if exc.code is ErrorCode.SESSION_NOT_FOUND:
+                    return None
+                raise
         live = self.live_headers().get(session_id)
         if live is not None:
             return await self.live_record(live)
@@ -467,8 +614,35 @@ class Observation:
                 out.append(SessionRecord(header, live=False, persisted=True))
         return out
 
-    async def sessions_page(self, after: SessionKey | None, first: int) -> SessionsPage:
-        """`first` records after the key `after`, in corpus order, and the corpus size.
+    async def sessions_total(self) -> int:
+        """How many (visible) sessions the corpus holds, counted once per observation:
+        the backend's count (scoped when the observation is) plus live-only sessions."""
+        return await self._once(("sessions-total",), self._count_sessions)
+
+    async def _count_sessions(self) -> int:
+        corpus = self._caps.corpus
+        if self._backend is not None and corpus is None:
+            return len(await self.records())
+        every_live = self.live_headers()
+        live = [h.id for h in await self._visible_only(list(every_live.values()))]
+        if corpus is None:
+            return len(live)
+        where = await self._session_filter()
+        persisted, stored_live = await asyncio.gather(
+            self._call_backend(
+                "count sessions",
+                lambda: corpus.count_sessions() if where is None else corpus.count_sessions(where),
+            ),
+            self.persisted_headers(live),
+        )
+        return int(persisted) + sum(1 for sid in live if sid not in stored_live)
+
+    async def sessions_page(
+        self, after: SessionKey | None, first: int, *, with_total: bool = True
+    ) -> SessionsPage:
+        """`first` records after the key `after`, in corpus order, and the corpus size
+        (`total`; -1 unless `with_total`, since a scoped count can cost more than the
+        page: see `sessions_total`).
 
         With a backend that pages by index: its keyset page merged with the live
         overlay (live ids it also holds are skipped in its page and counted once).
@@ -482,23 +656,30 @@ class Observation:
             start = 0 if after is None else bisect_right(keys, after)
             stop = min(start + first, len(records))
             return SessionsPage(records[start:stop], stop < len(records), start > 0, len(records))
-        live = self.live_headers()
-        stored_live = await self.persisted_headers(list(live))
-        persisted_count = 0
-        page_rows: list[SessionHeader] = []
-        if corpus is not None:
-            persisted_count, page_rows = await asyncio.gather(
-                self._call_backend("count sessions", corpus.count_sessions),
-                self._call_backend(
-                    "page sessions",
-                    lambda: corpus.headers_page(
-                        None if after is None else (-after[0], after[1]),
-                        first + 1,
-                    ),
+        every_live = self.live_headers()
+        live = {h.id: h for h in await self._visible_only(list(every_live.values()))}
+        where = await self._session_filter()
+
+        async def rows() -> list[SessionHeader]:
+            if corpus is None:
+                return []
+            found: list[SessionHeader] = await self._call_backend(
+                "page sessions",
+                lambda: corpus.headers_page(
+                    None if after is None else (-after[0], after[1]),
+                    first + 1,
+                    *(() if where is None else (where,)),
                 ),
             )
-        total = persisted_count + sum(1 for sid in live if sid not in stored_live)
-        merged = [h for h in page_rows if h.id not in live]
+            return found
+
+        async def no_total() -> int:
+            return -1
+
+        page_rows, total = await asyncio.gather(
+            rows(), self.sessions_total() if with_total else no_total()
+        )
+        merged = [h for h in page_rows if h.id not in every_live]
         merged.extend(h for h in live.values() if after is None or corpus_key(h) > after)
         merged.sort(key=corpus_key)
         chosen = merged[:first]
@@ -520,7 +701,7 @@ class Observation:
         merged = {h.id: h for h in found if h.id not in live}
         merged.update((sid, h) for sid, h in live.items() if h.parent_session == session_id)
         ordered = sorted(merged.values(), key=lambda h: (h.created_at, h.id))
-        return await self._records_of(ordered)
+        return await self._records_of(await self._visible_only(ordered))
 
     async def children_index(self) -> dict[str, list[SessionRecord]]:
         """parent id -> children over the whole listing (backends without pushdown)."""
@@ -560,10 +741,28 @@ class Observation:
         up, down = await asyncio.gather(
             self._ancestors(target.header), self._descendants(target.header)
         )
+        if self._scope is not None:
+            up, down = await self._scoped_lineage(target.header, up, down)
         headers = {session_id: target.header, **up, **down}
         live = self.live_headers()
         records = await self._records_of([live.get(sid, h) for sid, h in headers.items()])
         return {r.header.id: r for r in records}
+
+    async def _scoped_lineage(
+        self,
+        target: SessionHeader,
+        up: dict[str, SessionHeader],
+        down: dict[str, SessionHeader],
+    ) -> tuple[dict[str, SessionHeader], dict[str, SessionHeader]]:
+        """The chain cut at its first invisible parent (which becomes the unresolved
+        one), and the descendants reached through visible sessions only."""
+        chain: dict[str, SessionHeader] = {}
+        for sid, header in up.items():  # parent first, then upward
+            if not await self.visible(header):
+                break
+            chain[sid] = header
+        pool = {h.id: h for h in await self._visible_only(list(down.values()))}
+        return chain, {sid: pool[sid] for sid in _reachable(target, pool)}
 
     async def _ancestors(self, target: SessionHeader) -> dict[str, SessionHeader]:
         """The parent chain of `target` up to the first id the corpus lacks or a revisit,

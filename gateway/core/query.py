@@ -16,6 +16,7 @@ from .errors import ErrorCode, SessionQueryError
 from .lineage import trace_lineage
 from .observation import Observation
 from .results import EventRecord, EventTrace, ReadWindow, SessionRecord, SessionTrace
+from .scope import Scope
 from .store import SessionStore
 
 DEFAULT_READ_WINDOW_MAX = 50
@@ -26,7 +27,42 @@ def _is_int(value: object) -> bool:
     return type(value) is int
 
 
-class SessionQuery:
+class _Operations:
+    """The five operations (SPEC §4), each over a fresh observation of `observe()`."""
+
+    read_window_max: int
+
+    def observe(self) -> Observation:
+        raise NotImplementedError
+
+    async def _run(self, op: Callable[[Observation], Awaitable[T]]) -> T:
+        """Run one operation over a fresh observation; cancel its leftovers after."""
+        obs = self.observe()
+        try:
+            return await op(obs)
+        finally:
+            obs.close()
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        return await self._run(list_sessions)
+
+    async def list_events(self, session_id: str) -> list[EventRecord]:
+        return await self._run(lambda obs: list_events(obs, session_id))
+
+    async def read_event(
+        self, session_id: str, seq: int, before: int = 0, after: int = 0
+    ) -> ReadWindow:
+        limit = self.read_window_max
+        return await self._run(lambda obs: read_event(obs, session_id, seq, before, after, limit))
+
+    async def trace_session(self, session_id: str) -> SessionTrace:
+        return await self._run(lambda obs: trace_session(obs, session_id))
+
+    async def trace_event(self, session_id: str, seq: int) -> EventTrace:
+        return await self._run(lambda obs: trace_event(obs, session_id, seq))
+
+
+class SessionQuery(_Operations):
     """Exact, read-only inspection of sessions held live and persisted.
 
     Live stores can be registered and unregistered, and a persistence backend
@@ -101,38 +137,31 @@ class SessionQuery:
         with self._lock:
             return self._backend
 
-    def observe(self) -> Observation:
-        """A fresh observation: sources as of now, loads remembered until it is dropped."""
+    def observe(self, scope: Scope | None = None) -> Observation:
+        """A fresh observation: sources as of now, loads remembered until it is dropped;
+        within `scope` when given (SPEC §10)."""
         with self._lock:
-            return Observation(self._stores, self._backend)
+            return Observation(self._stores, self._backend, scope)
 
-    # -- operations --------------------------------------------------------
+    def scoped(self, grants: Scope | Iterable[str]) -> ScopedSessionQuery:
+        """The same query seen through a caller's grants (`["cwd:/srv/app", "tree:s1"]`, or
+        a parsed `Scope`): every operation answers as if the visible sessions were the
+        whole corpus. For a host that authenticates its callers its own way; the
+        sources stay this query's (registering or mounting goes through it)."""
+        scope = grants if isinstance(grants, Scope) else Scope.parse(grants)
+        return ScopedSessionQuery(self, scope)
 
-    async def _run(self, op: Callable[[Observation], Awaitable[T]]) -> T:
-        """Run one operation over a fresh observation; cancel its leftovers after."""
-        obs = self.observe()
-        try:
-            return await op(obs)
-        finally:
-            obs.close()
 
-    async def list_sessions(self) -> list[SessionRecord]:
-        return await self._run(list_sessions)
+class ScopedSessionQuery(_Operations):
+    """`SessionQuery`'s read operations within a scope (see `SessionQuery.scoped`)."""
 
-    async def list_events(self, session_id: str) -> list[EventRecord]:
-        return await self._run(lambda obs: list_events(obs, session_id))
+    def __init__(self, query: SessionQuery, scope: Scope) -> None:
+        self.query = query
+        self.scope = scope
+        self.read_window_max = query.read_window_max
 
-    async def read_event(
-        self, session_id: str, seq: int, before: int = 0, after: int = 0
-    ) -> ReadWindow:
-        limit = self.read_window_max
-        return await self._run(lambda obs: read_event(obs, session_id, seq, before, after, limit))
-
-    async def trace_session(self, session_id: str) -> SessionTrace:
-        return await self._run(lambda obs: trace_session(obs, session_id))
-
-    async def trace_event(self, session_id: str, seq: int) -> EventTrace:
-        return await self._run(lambda obs: trace_event(obs, session_id, seq))
+    def observe(self) -> Observation:
+        return self.query.observe(self.scope)
 
 
 # The operations over a given observation: what `SessionQuery` runs per call, and

@@ -60,6 +60,7 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
+    UniqueConstraint,
     false,
     text,
 )
@@ -135,6 +136,7 @@ sessions = Table(
 )
 Index("ix_sessions_newest_first", sessions.c.created_at.desc(), sessions.c.id)
 Index("ix_sessions_parent_session", sessions.c.parent_session)
+Index("ix_sessions_cwd", sessions.c.cwd, postgresql_ops={"cwd": "text_pattern_ops"})
 
 events = Table(
     "events",
@@ -195,3 +197,20 @@ corpus_stats = Table(
     CheckConstraint("id = 1", name="ck_corpus_stats_one_row"),
     PrimaryKeyConstraint("id", name="pk_corpus_stats"),
 )
+
+access_tokens = Table(
+    "access_tokens",
+    metadata,
+    Column("token_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("secret_hash", Text, nullable=False),
+    Column("grants", Text, nullable=False),
+    Column("trusted_documents_only", Boolean, nullable=False, server_default=false()),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger),
+    Column("revoked_at", BigInteger),
+    Column("last_used_at", BigInteger),
+    PrimaryKeyConstraint("token_id", name="pk_access_tokens"),
+    UniqueConstraint("name", name="uq_access_tokens_name"),
+)
+"""Access tokens (migration 0004, SPEC §10); secrets stored only as keyed hashes."""

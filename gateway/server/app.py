@@ -38,6 +38,7 @@ from gateway.observability import (
 )
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
 
+from .auth import AuthMiddleware
 from .context import Context
 from .cors import check_origins, cors_middleware
 from .cursors import CursorCodec
@@ -52,7 +53,7 @@ from .limits import (
     BodySizeLimit,
     Limits,
 )
-from .principal import Authenticate
+from .principal import Authenticate, principal_of
 from .ratelimit import RateLimit, parse_rate
 from .schema import build_schema
 
@@ -155,7 +156,7 @@ def create_app(
     cursors = CursorCodec(cursor_secret)
 
     def make_context(request: Request) -> Context:
-        return Context.for_request(query, cursors)
+        return Context.for_request(query, cursors, principal_of(request))
 
     def page(request: Request) -> str:
         return graphiql_html(
@@ -227,9 +228,9 @@ def create_app(
             *cors_middleware(origins),
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
+            # Auth is outside the rate limit, which keys on the principal auth attaches.
+            *([Middleware(AuthMiddleware, authenticate=authenticate)] if authenticate else []),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),
-            # The auth middleware goes here: outside the rate limit, which keys
-            # on the principal auth attaches.
             *(
                 [Middleware(RateLimit, rate=rate_limit, paths=limited_paths)]
                 if rate_limit is not None

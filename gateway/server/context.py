@@ -17,9 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.core import Observation, SessionHeader, SessionQuery, SessionRecord, SessionView
+from gateway.core import (
+    Observation,
+    Scope,
+    SessionHeader,
+    SessionQuery,
+    SessionRecord,
+    SessionView,
+)
 
 from .cursors import CursorCodec
+from .principal import Principal
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +58,20 @@ class Context:
     read_window_max: int
 
     @classmethod
-    def for_request(cls, query: SessionQuery, cursors: CursorCodec) -> Context:
-        return cls(query, query.observe(), cursors, query.read_window_max)
+    def for_request(
+        cls, query: SessionQuery, cursors: CursorCodec, principal: Principal | None = None
+    ) -> Context:
+        """The context of one request, within the caller's scope when auth is on: its
+        observation sees the scoped corpus and its cursors are the caller's own."""
+        if principal is None:
+            return cls(query, query.observe(), cursors, query.read_window_max)
+        scope = Scope.parse(principal.grants)
+        return cls(
+            query,
+            query.observe(scope),
+            cursors.for_audience(principal.name),
+            query.read_window_max,
+        )
 
     def close(self) -> None:
         """Cancel whatever backend work this request still has running."""
@@ -63,11 +83,8 @@ class Context:
         Raises SESSION_NOT_FOUND / SOURCE_CONFLICT / PERSISTENCE_FAILED like the
         core's exact reads.
         """
-        live = self.obs.live_session(session_id)
-        if live is not None:
-            return SessionRef(live.header, live=True, persisted=None)
-        header = await self.obs.persisted_header(session_id)
-        return SessionRef(header, live=False, persisted=True)
+        header, live, persisted = await self.obs.locate(session_id)
+        return SessionRef(header, live, persisted)
 
     async def view(self, session_id: str) -> SessionView:
         return await self.obs.view(session_id)

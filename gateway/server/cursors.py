@@ -59,6 +59,15 @@ class CursorCodec:
             else (secrets.token_bytes(32))
         )
 
+    def for_audience(self, audience: str) -> CursorCodec:
+        """A codec whose cursors only it accepts: the key is bound to `audience` (a
+        token's name), so a cursor issued to one token is refused for another."""
+        bound = CursorCodec.__new__(CursorCodec)
+        bound._key = hmac.new(
+            self._key, b"audience\0" + audience.encode("utf-8"), hashlib.sha256
+        ).digest()
+        return bound
+
     def _mac(self, payload: bytes) -> bytes:
         return hmac.new(self._key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
 
@@ -82,7 +91,9 @@ class CursorCodec:
         except (binascii.Error, ValueError) as exc:
             raise invalid("malformed") from exc
         if not hmac.compare_digest(given, self._mac(payload)):
-            raise invalid("it was altered, or issued by another server or before a restart")
+            raise invalid(
+                "it was altered, or issued by another server, before a restart or to another token"
+            )
         try:
             values = json.loads(payload)
         except ValueError as exc:  # pragma: no cover - a valid MAC implies our own JSON

@@ -9,7 +9,7 @@ reads it through `principal_of`, so there is one place that says how.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ def principal_of(scope: Mapping[str, Any]) -> Principal | None:
     return found if isinstance(found, Principal) else None
 
 
-def attach_principal(scope: dict[str, Any], principal: Principal) -> None:
+def attach_principal(scope: MutableMapping[str, Any], principal: Principal) -> None:
     """Store `principal` in `scope` the way Starlette's `request.state` reads it."""
     scope.setdefault("state", {})[STATE_KEY] = principal
 

@@ -13,8 +13,8 @@ from typing import cast
 import strawberry
 
 from gateway.core import EventSurface as CoreEventSurface
+from gateway.core import Observation, SessionRecord
 from gateway.core import SessionHeader as CoreHeader
-from gateway.core import SessionRecord
 from gateway.core.query import read_event, trace_session
 
 from ..context import Context, SessionRef
@@ -210,7 +210,12 @@ class SessionConnection:
     edges: list[SessionEdge] = strawberry.field(description="The page, with a cursor each.")
     nodes: list[Session] = strawberry.field(description="The page's sessions (edges.node).")
     page_info: PageInfo = strawberry.field(description="Cursors and whether more pages exist.")
-    total_count: int = strawberry.field(description="How many sessions the corpus holds now.")
+    _obs: strawberry.Private[Observation]
+
+    @resolver("How many sessions the corpus holds now.")
+    async def total_count(self) -> int:
+        # Counted only when asked: a scoped count reads what the scope lets through.
+        return await self._obs.sessions_total()
 
 
 async def sessions_page(ctx: Context, first: int | None, after: str | None) -> SessionConnection:
@@ -220,7 +225,7 @@ async def sessions_page(ctx: Context, first: int | None, after: str | None) -> S
     if after is not None:
         created_at, session_id = ctx.cursors.decode_session(after)
         key = (-created_at, session_id)
-    page = await ctx.obs.sessions_page(key, size)
+    page = await ctx.obs.sessions_page(key, size, with_total=False)
     cursors = ctx.cursors
     edges = [
         SessionEdge(
@@ -237,5 +242,5 @@ async def sessions_page(ctx: Context, first: int | None, after: str | None) -> S
             start_cursor=edges[0].cursor if edges else None,
             end_cursor=edges[-1].cursor if edges else None,
         ),
-        total_count=page.total,
+        _obs=ctx.obs,
     )

@@ -1,0 +1,284 @@
+"""Access tokens in the database (SPEC §10): create, list, revoke, authenticate.
+
+A token string is `sgw_<token_id>_<secret>`: `token_id` (12 hex digits) is
+public and finds the row; `secret` (32 random bytes from `secrets`, base64url)
+is never stored. The row keeps `HMAC-SHA256(key, secret)`, compared with
+`hmac.compare_digest`.
+
+Why HMAC and not a slow password KDF (scrypt, argon2): the secrets are 256
+random bits, so nobody can guess one however fast the hash is; a slow KDF
+would only add tens of milliseconds to every request. The key is what a KDF's
+slowness would otherwise buy: it lives outside the database
+(`SESSION_GATEWAY_TOKEN_KEY`, else a 0600 key file beside the user's config,
+created by the first `token create`), so a leaked database (a backup, a
+replica) neither reveals a secret nor lets anyone check a guess offline.
+Every replica that authenticates needs the same key.
+
+Nothing is cached: each request reads its token's row, so a revocation or an
+expiry takes effect on the next request of every replica. `last_used_at` is
+written at most once a minute per token, so steady traffic does not turn
+every read into a write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from gateway.core.scope import Scope
+
+from .base import SqlBase
+from .tables import access_tokens
+
+ENV_TOKEN_KEY = "SESSION_GATEWAY_TOKEN_KEY"
+TOKEN_PREFIX = "sgw_"
+LAST_USED_RESOLUTION_MS = 60_000
+MIN_KEY_CHARS = 32
+_TOKEN_RE = re.compile(r"sgw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
+
+
+class TokenError(Exception):
+    """A token operation that cannot be done (clear message for the operator)."""
+
+
+class TokenRefused(Exception):
+    """A presented token that does not authenticate; `reason` is safe to show its holder."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def default_key_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "session-gateway" / "token.key"
+
+
+def load_token_key(*, create: bool = False, path: Path | None = None) -> bytes:
+    """The server-side HMAC key: `$SESSION_GATEWAY_TOKEN_KEY`, else the key file
+    (made, mode 0600, when `create` and it does not exist yet)."""
+    env = os.environ.get(ENV_TOKEN_KEY)
+    if env is not None:
+        if len(env) < MIN_KEY_CHARS:
+            raise TokenError(
+                f"{ENV_TOKEN_KEY} must be at least {MIN_KEY_CHARS} characters "
+                "(for example: openssl rand -hex 32)"
+            )
+        return env.encode("utf-8")
+    path = path or default_key_path()
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        if not create:
+            raise TokenError(
+                f"no token key: set {ENV_TOKEN_KEY} or create a token first "
+                f"(`session-gateway token create` writes {path})"
+            ) from None
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        text = secrets.token_hex(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(text + "\n")
+    except OSError as exc:
+        raise TokenError(f"cannot read the token key {path}: {exc.strerror}") from exc
+    if len(text) < MIN_KEY_CHARS:
+        raise TokenError(f"the token key file {path} is too short; remove it and create a token")
+    return text.encode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """What is known about a token (never its secret)."""
+
+    name: str
+    token_id: str
+    grants: tuple[str, ...]
+    trusted_documents_only: bool
+    created_at: int
+    expires_at: int | None
+    revoked_at: int | None
+    last_used_at: int | None
+
+    def state(self, now: int) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return "active"
+
+
+_COLUMNS = (
+    access_tokens.c.name,
+    access_tokens.c.token_id,
+    access_tokens.c.grants,
+    access_tokens.c.trusted_documents_only,
+    access_tokens.c.created_at,
+    access_tokens.c.expires_at,
+    access_tokens.c.revoked_at,
+    access_tokens.c.last_used_at,
+)
+
+
+def _info(row: Sequence[Any]) -> TokenInfo:
+    name, token_id, grants, trusted, created, expires, revoked, used = row
+    return TokenInfo(
+        str(name),
+        str(token_id),
+        tuple(json.loads(str(grants))),
+        bool(trusted),
+        int(created),
+        None if expires is None else int(expires),
+        None if revoked is None else int(revoked),
+        None if used is None else int(used),
+    )
+
+
+class TokenStore:
+    """The access tokens of one database, hashed under one key."""
+
+    def __init__(self, db: SqlBase, key: bytes) -> None:
+        self._db = db
+        self._key = key
+
+    def _hash(self, secret: str) -> str:
+        return hmac.new(self._key, secret.encode("ascii"), hashlib.sha256).hexdigest()
+
+    async def create(
+        self,
+        name: str,
+        grants: list[str],
+        *,
+        expires_in_days: float | None = None,
+        trusted_documents_only: bool = False,
+    ) -> tuple[TokenInfo, str]:
+        """A new token and its token string (shown once: only its hash is kept)."""
+        if not _NAME_RE.fullmatch(name):
+            raise TokenError(
+                f"token name {name!r}: use 1-100 letters, digits, '.', '_', '@' or '-', "
+                "starting with a letter or digit"
+            )
+        if not grants:
+            raise TokenError("a token needs at least one --grant (all, cwd:, id: or tree:)")
+        try:
+            Scope.parse(grants)
+        except ValueError as exc:
+            raise TokenError(str(exc)) from None
+        if expires_in_days is not None and not 0 < expires_in_days <= 36_500:
+            raise TokenError("--expires-in must be a number of days between 0 and 36500")
+        token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        created = now_ms()
+        expires = None if expires_in_days is None else created + int(expires_in_days * 86_400_000)
+        kept = list(dict.fromkeys(grants))
+        row = {
+            "token_id": token_id,
+            "name": name,
+            "secret_hash": self._hash(secret),
+            "grants": json.dumps(kept),
+            "trusted_documents_only": trusted_documents_only,
+            "created_at": created,
+            "expires_at": expires,
+        }
+        try:
+            async with self._db._writing() as conn:
+                await conn.execute(access_tokens.insert(), row)
+        except IntegrityError:
+            raise TokenError(
+                f"a token named {name!r} already exists (revoked tokens keep their name); "
+                "choose another name"
+            ) from None
+        info = TokenInfo(
+            name,
+            token_id,
+            tuple(kept),
+            trusted_documents_only,
+            created,
+            expires,
+            None,
+            None,
+        )
+        return info, f"{TOKEN_PREFIX}{token_id}_{secret}"
+
+    async def list(self) -> list[TokenInfo]:
+        """Every token, oldest first."""
+        async with self._db._reading() as conn:
+            rows = await conn.execute(
+                select(*_COLUMNS).order_by(access_tokens.c.created_at, access_tokens.c.name)
+            )
+            return [_info(tuple(r)) for r in rows]
+
+    async def revoke(self, name: str) -> TokenInfo:
+        """Revoke the token of this name (revoking twice keeps the first time)."""
+        async with self._db._writing() as conn:
+            await conn.execute(
+                update(access_tokens)
+                .where(access_tokens.c.name == name, access_tokens.c.revoked_at.is_(None))
+                .values(revoked_at=now_ms())
+            )
+            row = (
+                await conn.execute(select(*_COLUMNS).where(access_tokens.c.name == name))
+            ).first()
+        if row is None:
+            raise TokenError(
+                f"no token is named {name!r} (`session-gateway token list` shows them)"
+            )
+        return _info(tuple(row))
+
+    async def authenticate(self, token: str) -> TokenInfo:
+        """The active token this string is, or TokenRefused saying why not."""
+        match = _TOKEN_RE.fullmatch(token)
+        if match is None:
+            raise TokenRefused("the bearer token is not a session-gateway token")
+        token_id, secret = match.groups()
+        async with self._db._reading() as conn:
+            row = (
+                await conn.execute(
+                    select(*_COLUMNS, access_tokens.c.secret_hash).where(
+                        access_tokens.c.token_id == token_id
+                    )
+                )
+            ).first()
+        expected = str(row[-1]) if row is not None else "0" * 64
+        matches = hmac.compare_digest(expected, self._hash(secret))
+        if row is None or not matches:
+            raise TokenRefused("the bearer token is not valid")
+        info = _info(tuple(row[:-1]))
+        now = now_ms()
+        state = info.state(now)
+        if state != "active":
+            raise TokenRefused(f"the bearer token has been {state}")
+        if info.last_used_at is None or now - info.last_used_at >= LAST_USED_RESOLUTION_MS:
+            async with self._db._writing() as conn:
+                await conn.execute(
+                    update(access_tokens)
+                    .where(access_tokens.c.token_id == token_id)
+                    .values(last_used_at=now)
+                )
+        return info
+
+
+__all__ = [
+    "ENV_TOKEN_KEY",
+    "TokenError",
+    "TokenInfo",
+    "TokenRefused",
+    "TokenStore",
+    "default_key_path",
+    "load_token_key",
+]
