@@ -49,7 +49,6 @@ def upgrade() -> None:
         sa.UniqueConstraint("name", name="uq_access_tokens_name"),
     )
 
-
     op.create_index(
         "ix_sessions_cwd", "sessions", ["cwd"], postgresql_ops={"cwd": "text_pattern_ops"}
     )
