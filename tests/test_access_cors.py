@@ -5,12 +5,13 @@ Over httpx; the same in headless Chromium is tests/test_access_browser.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.server.cors import check_origin
-from gateway.server.principal import Principal
-from tests.support.stand_in_auth import fixed_tokens, with_stand_in_auth
+from tests.support.tokens import bearer, issued_tokens
 from tests.test_graphql_helpers import client, simple_log
 
 ALLOWED = "http://tools.example:5173"
@@ -87,19 +88,19 @@ async def test_wildcard_origin_lets_any_page_call_without_credentials() -> None:
     assert "access-control-allow-credentials" not in r.headers
 
 
-async def test_preflight_is_answered_before_auth_and_a_401_still_carries_cors_headers() -> None:
-    tokens = {"s3cret": Principal("reader", ("all",))}
-    app = with_stand_in_auth(
-        create_app(_query(), cors_origins=[ALLOWED], authenticate=fixed_tokens(tokens))
-    )
-    async with client(app) as c:
-        pre = await c.options("/graphql", headers=_preflight(ALLOWED))
-        denied = await c.post("/graphql", json={"query": QUERY}, headers={"Origin": ALLOWED})
-        ok = await c.post(
-            "/graphql",
-            json={"query": QUERY},
-            headers={"Origin": ALLOWED, "Authorization": "Bearer s3cret"},
-        )
+async def test_preflight_is_answered_before_auth_and_a_401_still_carries_cors_headers(
+    tmp_path: Path,
+) -> None:
+    async with issued_tokens(tmp_path / "t.db", ("reader", ["all"], False)) as (auth, secret):
+        app = create_app(_query(), cors_origins=[ALLOWED], authenticate=auth)
+        async with client(app) as c:
+            pre = await c.options("/graphql", headers=_preflight(ALLOWED))
+            denied = await c.post("/graphql", json={"query": QUERY}, headers={"Origin": ALLOWED})
+            ok = await c.post(
+                "/graphql",
+                json={"query": QUERY},
+                headers={"Origin": ALLOWED, **bearer(secret["reader"])},
+            )
     assert pre.status_code == 200
     assert denied.status_code == 401
     assert denied.headers["access-control-allow-origin"] == ALLOWED

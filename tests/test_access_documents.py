@@ -15,8 +15,7 @@ import pytest
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.cli import main
 from gateway.server.documents import document_id
-from gateway.server.principal import Principal
-from tests.support.stand_in_auth import fixed_tokens, with_stand_in_auth
+from tests.support.tokens import bearer, issued_tokens
 from tests.test_graphql_helpers import client, codes, simple_log
 
 GR = "application/graphql-response+json"
@@ -24,10 +23,6 @@ SESSIONS = "query Sessions { sessions(first: 5) { totalCount nodes { id } } }\n"
 TWO_OPS = 'query One { session(id: "a") { id } }\nquery Two { session(id: "b") { id } }\n'
 WITH_VARS = "query S($id: ID!) { session(id: $id) { id } }"
 MANIFEST = {document_id(d): d for d in (SESSIONS, TWO_OPS, WITH_VARS)}
-TOKENS = {
-    "reader-secret": Principal("reader", ("all",)),
-    "kiosk-secret": Principal("kiosk", ("all",), trusted_documents_only=True),
-}
 
 
 def _query() -> SessionQuery:
@@ -39,10 +34,6 @@ def _query() -> SessionQuery:
 
 def _app(**options: Any) -> Any:
     return create_app(_query(), trusted_documents=MANIFEST, **options)
-
-
-def _bearer(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
 
 
 async def test_document_id_runs_the_trusted_document_over_post_and_get() -> None:
@@ -110,26 +101,28 @@ async def test_a_malformed_document_request_is_400(params: dict[str, Any]) -> No
     assert codes(r.json()) == ["BAD_REQUEST"]
 
 
-async def test_a_trusted_only_token_may_run_only_trusted_documents() -> None:
-    app = with_stand_in_auth(_app(authenticate=fixed_tokens(TOKENS)))
-    async with client(app) as c:
-        adhoc = await c.post("/graphql", json={"query": "{ sessions { totalCount } }"},
-                             headers=_bearer("kiosk-secret"))  # fmt: skip
-        # even the very text of a trusted document is refused when sent as `query`
-        same_text = await c.post("/graphql", json={"query": SESSIONS},
-                                 headers=_bearer("kiosk-secret"))  # fmt: skip
-        adhoc_get = await c.get("/graphql", params={"query": SESSIONS},
-                                headers=_bearer("kiosk-secret"))  # fmt: skip
-        trusted = await c.post("/graphql", json={"documentId": document_id(SESSIONS)},
-                               headers=_bearer("kiosk-secret"))  # fmt: skip
-        reader = await c.post("/graphql", json={"query": SESSIONS},
-                              headers=_bearer("reader-secret"))  # fmt: skip
+async def test_a_trusted_only_token_may_run_only_trusted_documents(tmp_path: Path) -> None:
+    async with issued_tokens(
+        tmp_path / "t.db", ("reader", ["all"], False), ("kiosk", ["all"], True)
+    ) as (auth, secret):
+        kiosk, reader = bearer(secret["kiosk"]), bearer(secret["reader"])
+        async with client(_app(authenticate=auth)) as c:
+            adhoc = await c.post(
+                "/graphql", json={"query": "{ sessions { totalCount } }"}, headers=kiosk
+            )
+            # even the very text of a trusted document is refused when sent as `query`
+            same_text = await c.post("/graphql", json={"query": SESSIONS}, headers=kiosk)
+            adhoc_get = await c.get("/graphql", params={"query": SESSIONS}, headers=kiosk)
+            trusted = await c.post(
+                "/graphql", json={"documentId": document_id(SESSIONS)}, headers=kiosk
+            )
+            reader_adhoc = await c.post("/graphql", json={"query": SESSIONS}, headers=reader)
     for refused in (adhoc, same_text, adhoc_get):
         assert refused.status_code == 403
         assert codes(refused.json()) == ["TRUSTED_DOCUMENT_REQUIRED"]
         assert "documentId" in refused.json()["errors"][0]["message"]
     assert trusted.status_code == 200 and trusted.json()["data"]["sessions"]["totalCount"] == 2
-    assert reader.status_code == 200 and reader.json() == trusted.json()
+    assert reader_adhoc.status_code == 200 and reader_adhoc.json() == trusted.json()
 
 
 def test_a_manifest_key_that_is_not_the_hash_of_its_document_is_refused_at_start() -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gateway import SessionQuery, SessionStore, create_app
-from gateway.server.principal import Principal
-from tests.support.stand_in_auth import fixed_tokens
+from tests.support.tokens import issued_tokens
 from tests.test_graphql_helpers import client
 
 
@@ -16,9 +17,10 @@ async def _page(**options: object) -> str:
     return r.text
 
 
-async def test_the_page_asks_for_a_token_only_when_auth_is_on() -> None:
+async def test_the_page_asks_for_a_token_only_when_auth_is_on(tmp_path: Path) -> None:
     off = await _page()
-    on = await _page(authenticate=fixed_tokens({"s": Principal("p", ("all",))}))
+    async with issued_tokens(tmp_path / "t.db") as (auth, _):
+        on = await _page(authenticate=auth)
     assert 'id="gateway-token-input"' not in off
     assert '<label for="gateway-token-input">Bearer token</label>' in on
     assert 'type="password"' in on

@@ -13,17 +13,12 @@ import httpx
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
-from gateway.server.principal import Principal
 from gateway.server.ratelimit import parse_rate
-from tests.support.stand_in_auth import fixed_tokens, with_stand_in_auth
+from tests.support.tokens import bearer, issued_tokens
 from tests.test_graphql_helpers import client, codes
 
 QUERY = {"query": "{ sessions(first: 1) { totalCount } }"}
 GR = "application/graphql-response+json"
-TOKENS = {
-    "one-secret": Principal("one", ("all",)),
-    "two-secret": Principal("two", ("all",)),
-}
 
 
 def _app(rate: str = "3/second", **options: Any) -> Any:
@@ -51,11 +46,14 @@ async def test_past_the_rate_a_caller_gets_429_with_retry_after_then_recovers() 
     assert [r.status_code for r in again] == [200, 200, 200]
 
 
-async def test_each_token_has_its_own_count() -> None:
-    app = with_stand_in_auth(_app("2/minute", authenticate=fixed_tokens(TOKENS)))
-    async with client(app) as c:
-        one = await _burst(c, 3, headers={"Authorization": "Bearer one-secret"})
-        two = await _burst(c, 2, headers={"Authorization": "Bearer two-secret"})
+async def test_each_token_has_its_own_count(tmp_path: Path) -> None:
+    specs = [("one", ["all"], False), ("two", ["all"], False)]
+    async with (
+        issued_tokens(tmp_path / "t.db", *specs) as (auth, secret),
+        client(_app("2/minute", authenticate=auth)) as c,
+    ):
+        one = await _burst(c, 3, headers=bearer(secret["one"]))
+        two = await _burst(c, 2, headers=bearer(secret["two"]))
     assert [r.status_code for r in one] == [200, 200, 429]
     assert [r.status_code for r in two] == [200, 200]
     assert "this token" in one[-1].json()["errors"][0]["message"]
