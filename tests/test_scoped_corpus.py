@@ -299,3 +299,55 @@ async def test_scoped_corpus_cwd_prefixes_with_pattern_characters_match_literall
             page = await scoped.observe().sessions_page(None, 20)
             assert [r.header.cwd for r in page.records] == expected, (prefix, backend)
             assert page.total == len(expected)
+
+
+async def test_scoped_corpus_cwd_counts_are_kept_by_the_database_whoever_writes(
+    db: SqlPersistence,
+) -> None:
+    """A `cwd:` scope counts from `cwd_stats` (no scan); after every kind of write it must
+    equal counting the rows themselves: create, import (new and replaced), import_many,
+    delete, raw SQL inserts, updates of cwd, and NULL cwds."""
+    from sqlalchemy import text
+
+    from gateway.core.backend import SessionFilter
+
+    async def both(prefixes: tuple[str, ...]) -> tuple[int, int]:
+        where = SessionFilter(cwd_prefixes=prefixes)
+        fast = await db.count_sessions(where)
+        async with db.engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT cwd FROM sessions"))).all()
+        slow = sum(
+            1
+            for (cwd,) in rows
+            if cwd is not None and any(cwd == p or cwd.startswith(p + "/") for p in prefixes)
+        )
+        return fast, slow
+
+    async def check() -> None:
+        for prefixes in (("/a",), ("/a/b",), ("/a", "/a/b"), ("/b", "/a"), ("/c",)):
+            fast, slow = await both(prefixes)
+            assert fast == slow, prefixes
+
+    await db.create(SessionHeader("x1", 1, cwd="/a"))
+    await db.create(SessionHeader("x2", 1, cwd="/a/b"))
+    await db.create(SessionHeader("x3", 1))
+    await db.import_log(SessionHeader("x4", 2, cwd="/b"), [])
+    await db.import_log(SessionHeader("x4", 2, cwd="/b"), [], replace=True)
+    await db.import_many([(SessionHeader(f"m{i}", 3, cwd="/a/b/c"), []) for i in range(4)])
+    await check()
+    await db.delete("x2")
+    async with db.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO sessions (id, version, created_at, cwd, event_count, "
+                "current_count, shadowed_count, derived_count) VALUES "
+                "('r1', 0, 9, '/a', 0, 0, 0, 0), ('r2', 0, 9, NULL, 0, 0, 0, 0)"
+            )
+        )
+        await conn.execute(text("UPDATE sessions SET cwd = '/c' WHERE id = 'm0'"))
+        await conn.execute(text("UPDATE sessions SET cwd = NULL WHERE id = 'm1'"))
+        await conn.execute(text("UPDATE sessions SET cwd = '/a' WHERE id = 'r2'"))
+        await conn.execute(text("UPDATE sessions SET event_count = 0"))  # no cwd change
+    await check()
+    await clear(db)
+    assert await both(("/a",)) == (0, 0)

@@ -13,8 +13,9 @@ statements (id lists are chunked at `_KEY_CHUNK`), on SQLite and PostgreSQL alik
   'prefix/%'` on PostgreSQL (prefix escaped; both read `ix_sessions_cwd`), id
   globs by `GLOB` on SQLite and `LIKE ... ESCAPE` on PostgreSQL (both
   case-sensitive, translated so only `*` and `?` are wildcards), tree seeds by
-  a recursive CTE of their descendants.
-  A scoped count scans the matching rows (the counter row counts everything);
+  a recursive CTE of their descendants. A count of `cwd:` grants alone sums
+  the rows of `cwd_stats` (sessions per cwd, kept by triggers: migration
+  0004) whose cwd matches; any other scoped count reads the matching rows;
 - `load_children` is an IN over `ix_sessions_parent_session`;
 - `load_ancestry` and `load_descendancy` are recursive CTEs (`WITH RECURSIVE`)
   whose recursive term is joined by primary key (ancestry) or by the parent
@@ -55,7 +56,7 @@ from gateway.core.model import SessionHeader
 
 from .base import SqlBase
 from .codec import _chunks, _header_from_row
-from .tables import HEADER_COLUMNS, corpus_stats, sessions
+from .tables import HEADER_COLUMNS, corpus_stats, cwd_stats, sessions
 
 _KEY_CHUNK = 500
 _HEADER_SELECT = [sessions.c[name] for name in HEADER_COLUMNS]
@@ -141,6 +142,20 @@ def _like(pattern: str) -> str:
     return "".join(out)
 
 
+def _cwd_terms(
+    cwd: ColumnElement[str], prefixes: Sequence[str], dialect: str
+) -> builtins.list[ColumnElement[bool]]:
+    """`cwd` equals a prefix or lies below it; each form can read an index range."""
+    terms: builtins.list[ColumnElement[bool]] = []
+    for prefix in prefixes:
+        terms.append(cwd == prefix)
+        if dialect == "sqlite":
+            terms.append(cwd.op("GLOB")(_sqlite_literal(prefix) + "/*"))
+        else:
+            terms.append(cwd.like(_like_literal(prefix) + "/%", escape="\\"))
+    return terms
+
+
 def _filter_clause(
     where: SessionFilter, dialect: str, *, paging: bool = False
 ) -> ColumnElement[bool]:
@@ -151,17 +166,10 @@ def _filter_clause(
     for a wide prefix, would read and sort every matching row first (measured: 270 ms
     for a page when 100,000 sessions match, against a few ms).
     """
-    terms: builtins.list[ColumnElement[bool]] = []
     cwd: ColumnElement[str] = sessions.c.cwd
     if paging and dialect == "sqlite":
         cwd = sessions.c.cwd.concat("")
-    for prefix in where.cwd_prefixes:  # both forms can read the range of ix_sessions_cwd
-        terms.append(cwd == prefix)
-        if dialect == "sqlite":
-            below = _sqlite_literal(prefix) + "/*"
-            terms.append(cwd.op("GLOB")(below))
-        else:
-            terms.append(cwd.like(_like_literal(prefix) + "/%", escape="\\"))
+    terms = _cwd_terms(cwd, where.cwd_prefixes, dialect)
     for glob in where.id_globs:
         if dialect == "sqlite":
             terms.append(sessions.c.id.op("GLOB")(_sqlite_glob(glob)))
@@ -198,6 +206,10 @@ class SqlCorpusReads(SqlBase):
         async with self._reading() as conn:
             if where is None:
                 value = (await conn.execute(_COUNT)).scalar()
+            elif where.cwd_prefixes and not where.id_globs and not where.tree_seeds:
+                terms = _cwd_terms(cwd_stats.c.cwd, where.cwd_prefixes, conn.dialect.name)
+                statement = select(func.coalesce(func.sum(cwd_stats.c.session_count), 0))
+                value = (await conn.execute(statement.where(or_(*terms)))).scalar()
             else:
                 await _tree_plan(conn, where)
                 statement = select(func.count()).select_from(sessions)

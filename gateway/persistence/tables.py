@@ -198,6 +198,16 @@ corpus_stats = Table(
     PrimaryKeyConstraint("id", name="pk_corpus_stats"),
 )
 
+cwd_stats = Table(
+    "cwd_stats",
+    metadata,
+    Column("cwd", Text, nullable=False),
+    Column("session_count", BigInteger, nullable=False),
+    PrimaryKeyConstraint("cwd", name="pk_cwd_stats"),
+)
+"""Sessions per cwd, kept by triggers (migration 0004): counts of `cwd:` scopes."""
+Index("ix_cwd_stats_pattern", cwd_stats.c.cwd, postgresql_ops={"cwd": "text_pattern_ops"})
+
 access_tokens = Table(
     "access_tokens",
     metadata,
