@@ -55,6 +55,7 @@ BIN = Path(sys.executable).parent
 
 DB_ENV = "SESSION_GATEWAY_DATABASE_URL"
 HEALTHCHECK_ENV = "SESSION_GATEWAY_HEALTHCHECK_URL"
+TOKEN_KEY_ENV = "SESSION_GATEWAY_TOKEN_KEY"
 DEFAULT_HEALTH_URL = "http://127.0.0.1:8000/healthz"
 
 
@@ -382,13 +383,14 @@ def serving() -> Iterator[list[Served]]:
 # ==================================================================== the tests
 
 
-def assert_ready_and_empty(port: int) -> None:
+def assert_ready_and_empty(port: int, token: str | None = None) -> None:
     """The served gateway is ready (its database answers) and answers a query: no sessions."""
     ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
     assert ready.status_code == 200, ready.text
     answer = httpx.post(
         f"http://127.0.0.1:{port}/graphql",
         json={"query": "{ sessions(first: 5) { totalCount pageInfo { hasNextPage } } }"},
+        headers={"Authorization": f"Bearer {token}"} if token else {},
         timeout=10,
     )
     assert answer.status_code == 200, answer.text
@@ -644,7 +646,15 @@ def test_runtime_stage_serves_from_the_installed_wheel(
     port = free_port()
     entrypoint, cmd = entrypoint_and_cmd(dockerfile)
     data = home.parent / "data"
-    env = image_env(image, home, **{DB_ENV: f"sqlite+aiosqlite:///{data}/sessions.db"})
+    env = image_env(
+        image,
+        home,
+        **{
+            DB_ENV: f"sqlite+aiosqlite:///{data}/sessions.db",
+            "SESSION_GATEWAY_AUTH": "tokens",
+            TOKEN_KEY_ENV: "k" * 40,
+        },
+    )
     located = run(["python", "-c", "import gateway; print(gateway.__file__)"], env)
     assert located.stdout.startswith(str(image.runtime_bin.parent)), located.stdout
     served = Served([*entrypoint, *with_port(cmd, port)], env)
@@ -792,12 +802,22 @@ def test_image_command_serves_the_embedded_database_and_passes_its_healthcheck(
     }
     port = free_port()
     entrypoint, cmd = entrypoint_and_cmd(dockerfile)
-    proc_env = process_env(home.parent, **env)
+    assert env.get("SESSION_GATEWAY_AUTH") == "tokens", "the image serves with bearer tokens"
+    bare = process_env(home.parent, **env)
+    refused = run([*entrypoint, *with_port(cmd, port)], bare, timeout=60)
+    assert refused.returncode == 2 and TOKEN_KEY_ENV in refused.stderr, refused.stderr
+    proc_env = process_env(home.parent, **env, **{TOKEN_KEY_ENV: "k" * 40})  # docker run -e
     served = Served([*entrypoint, *with_port(cmd, port)], proc_env)
     serving.append(served)
     probe_env = {**proc_env, HEALTHCHECK_ENV: f"http://127.0.0.1:{port}/healthz"}
     served.wait_healthy(healthcheck_argv(dockerfile), probe_env)
-    assert_ready_and_empty(port)
+    anonymous = httpx.post(
+        f"http://127.0.0.1:{port}/graphql", json={"query": "{ __typename }"}, timeout=10
+    )
+    assert anonymous.status_code == 401, anonymous.text
+    made = run([*entrypoint, "token", "create", "--name", "ops", "--grant", "all"], proc_env)
+    assert made.returncode == 0, made.stderr
+    assert_ready_and_empty(port, made.stdout.strip())
     assert (data / "sessions.db").is_file(), "the default database lives under /data"
     assert served.stopped_gracefully(), served.output()
 
@@ -864,8 +884,9 @@ def test_compose_services_fit_together(compose_raw: dict[str, Any], compose: dic
     assert host_ip == "127.0.0.1" and container_port == cmd[cmd.index("--port") + 1]
     assert host_port.isdigit()
     assert gateway["deploy"]["replicas"] >= 1
-    # Replicas must share the cursor key (see gateway.server.cursors).
+    # Replicas must share the cursor key (see gateway.server.cursors) and the token key.
     assert gateway["environment"]["SESSION_GATEWAY_CURSOR_SECRET"]
+    assert len(gateway["environment"][TOKEN_KEY_ENV]) >= 32
 
 
 def test_compose_schema_check_rejects_a_broken_file(compose_raw: dict[str, Any]):
@@ -912,7 +933,9 @@ def test_compose_gateway_serves_the_migrated_postgresql(
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
 
     gateway = compose["services"]["gateway"]
-    service_env = {k: str(v) for k, v in gateway["environment"].items()}
+    # A container's environment: the image's ENV, then the service's.
+    service_env = dict(env_of(dockerfile.in_stage(dockerfile.final, "ENV")))
+    service_env.update({k: str(v) for k, v in gateway["environment"].items()})
     service_env[DB_ENV] = postgres_url
     port = free_port()
     proc_env = process_env(home.parent, **service_env)
@@ -920,5 +943,8 @@ def test_compose_gateway_serves_the_migrated_postgresql(
     serving.append(served)
     probe = argv_of_compose_test(gateway["healthcheck"]["test"])
     served.wait_healthy(probe, {**proc_env, HEALTHCHECK_ENV: f"http://127.0.0.1:{port}/healthz"})
-    assert_ready_and_empty(port)
+    # `docker compose run --rm gateway token create ...`
+    made = run([*entrypoint, "token", "create", "--name", "ops", "--grant", "all"], proc_env)
+    assert made.returncode == 0, made.stderr
+    assert_ready_and_empty(port, made.stdout.strip())
     assert served.stopped_gracefully(), served.output()
