@@ -14,9 +14,11 @@ Origin, against the same with
 * the document sent by `documentId` from a trusted-documents manifest;
 * all three.
 
-Then each layer alone around an empty ASGI app (the cost of the layer itself,
-which the first figures may hide in the noise of a shared machine): the rate
-limit counting a request, and CORS answering a request with an allowed Origin.
+The client runs in the same process, so its own work is in these figures too
+(with CORS it parses four more response headers). Then each layer alone around
+an empty ASGI app (the server-side cost of the layer itself, which the first
+figures may hide in the noise of a shared machine): the rate limit counting a
+request, and CORS answering a request with an allowed Origin.
 
 Variants are interleaved round by round (in a rotated order each round) and
 each figure is the median of the rounds' mean CPU time (`time.process_time`,
