@@ -311,6 +311,9 @@ GRAPHQL_ERROR_CODES: Final = frozenset(
         "METHOD_NOT_ALLOWED",
         "UNSUPPORTED_MEDIA_TYPE",
         "PERSISTED_QUERY_NOT_FOUND",
+        "TRUSTED_DOCUMENT_NOT_FOUND",
+        "TRUSTED_DOCUMENT_REQUIRED",
+        "RATE_LIMITED",
     }
 )
 """Codes the GraphQL/HTTP layer reports besides the core's SESSION_QUERY_* codes."""

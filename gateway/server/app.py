@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -40,7 +40,9 @@ from gateway.web.graphiql import STATIC_DIR, graphiql_html
 
 from .auth import AuthMiddleware
 from .context import Context
+from .cors import check_origins, cors_middleware
 from .cursors import CursorCodec
+from .documents import check_manifest
 from .http import GraphQLHTTP
 from .limits import (
     DEFAULT_MAX_ALIASES,
@@ -52,6 +54,7 @@ from .limits import (
     Limits,
 )
 from .principal import Authenticate, principal_of
+from .ratelimit import RateLimit, parse_rate
 from .schema import build_schema
 
 logger = logging.getLogger("gateway.server")
@@ -117,6 +120,8 @@ def create_app(
     expose_metrics: bool = True,
     authenticate: Authenticate | None = None,
     cors_origins: Sequence[str] = (),
+    trusted_documents: Mapping[str, str] | None = None,
+    rate_limit: str | None = None,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -128,11 +133,24 @@ def create_app(
     counted when the mounted backend is `instrument_backend(backend, metrics)`.
     `authenticate` turns auth on (see `gateway.server.principal`); None serves
     everyone the whole corpus. `cors_origins` are the browser origins allowed
-    to call `/graphql` from another origin (none by default).
+    to call `/graphql` from another origin (none by default; see
+    `gateway.server.cors`). `trusted_documents` is the manifest requests may
+    name by `documentId` (checked here: ValueError for a bad entry; see
+    `gateway.server.documents`). `rate_limit` ("100/second") limits each
+    token, or client address, on `/graphql` and `/metrics` (see
+    `gateway.server.ratelimit`).
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
     limits = Limits(max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout)
+    origins = check_origins(cors_origins)
+    documents = (
+        check_manifest(trusted_documents, max_tokens=max_tokens)
+        if trusted_documents is not None
+        else None
+    )
+    if rate_limit is not None:
+        parse_rate(rate_limit)
     metrics = metrics if metrics is not None else GatewayMetrics()
     schema = build_schema(limits, metrics=metrics)
     cursors = CursorCodec(cursor_secret)
@@ -146,6 +164,7 @@ def create_app(
             static_prefix=STATIC_PREFIX,
             title="Session-query gateway · GraphiQL",
             default_query=default_query,
+            token_field=getattr(request.app.state, "authenticate", None) is not None,
         )
 
     endpoint = GraphQLHTTP(
@@ -154,6 +173,7 @@ def create_app(
         operation_timeout=operation_timeout,
         graphiql_page=page if graphiql else None,
         metrics=metrics,
+        documents=documents,
     )
 
     async def healthz(request: Request) -> Response:
@@ -195,14 +215,27 @@ def create_app(
     if graphiql:
         routes.append(Route("/", root, methods=["GET"]))
         routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+    limited_paths = [GRAPHQL_PATH, "/metrics"] if expose_metrics else [GRAPHQL_PATH]
     app = Starlette(
         debug=debug,
         routes=routes,
         middleware=[
+            # CORS is the OUTERMOST middleware (first here): a preflight is answered
+            # before anything else runs (no auth, no rate limit), and every response
+            # from further in (401 from auth, 429, 413) passes back through it and
+            # carries the CORS headers, so a page on another origin can read why it
+            # was refused.
+            *cors_middleware(origins),
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
+            # Auth is outside the rate limit, which keys on the principal auth attaches.
             *([Middleware(AuthMiddleware, authenticate=authenticate)] if authenticate else []),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),
+            *(
+                [Middleware(RateLimit, rate=rate_limit, paths=limited_paths)]
+                if rate_limit is not None
+                else []
+            ),
         ],
         lifespan=lifespan,
     )
@@ -211,5 +244,6 @@ def create_app(
     app.state.limits = limits
     app.state.metrics = metrics
     app.state.authenticate = authenticate
-    app.state.cors_origins = tuple(cors_origins)
+    app.state.cors_origins = origins
+    app.state.trusted_documents = documents
     return app

@@ -13,6 +13,8 @@
   whose body is not JSON is 415; other methods are 405.
 * An operation running past its time limit is 504 with a GraphQL error body.
 * A browser (`Accept: text/html`) asking GET gets the offline GraphiQL page.
+* `documentId` in place of `query` runs a trusted document (see
+  `gateway.server.documents`): an unknown id is answered like a parse error.
 
 Every error body is `{"errors": [...]}` in the negotiated media type, and no
 response carries a stack trace (see `gateway.server.errors`).
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import strawberry
@@ -38,6 +40,7 @@ from strawberry.types.graphql import OperationType
 from gateway.observability.metrics import GatewayMetrics
 
 from .context import Context
+from .documents import DocumentRefused, resolve_document
 from .errors import (
     BAD_REQUEST,
     METHOD_NOT_ALLOWED,
@@ -48,6 +51,7 @@ from .errors import (
     masked_error,
     simple_error,
 )
+from .principal import principal_of
 
 logger = logging.getLogger("gateway.server")
 
@@ -130,7 +134,7 @@ def _check_params(params: Any) -> tuple[str, str | None, dict[str, Any] | None, 
         raise _bad("the request body must be a JSON object with a `query` string")
     query = params.get("query")
     if query is None:
-        raise _bad("the request has no `query` parameter")
+        raise _bad("the request has no `query` (or `documentId`) parameter")
     if not isinstance(query, str):
         raise _bad("the `query` parameter must be a string")
     operation_name = params.get("operationName")
@@ -167,8 +171,10 @@ class GraphQLHTTP:
         operation_timeout: float,
         graphiql_page: Callable[[Request], str] | None,
         metrics: GatewayMetrics | None = None,
+        documents: Mapping[str, str] | None = None,
     ) -> None:
         self.metrics = metrics
+        self.documents = documents
         self.schema = schema
         self.make_context = make_context
         self.operation_timeout = operation_timeout
@@ -192,6 +198,7 @@ class GraphQLHTTP:
                 q = request.query_params
                 params: Any = {
                     "query": q.get("query"),
+                    "documentId": q.get("documentId"),
                     "operationName": q.get("operationName"),
                     "variables": _json_param(q.get("variables"), "variables"),
                     "extensions": _json_param(q.get("extensions"), "extensions"),
@@ -204,8 +211,15 @@ class GraphQLHTTP:
                 raise RequestError(
                     405, METHOD_NOT_ALLOWED, f"{method} is not supported: use GET or POST"
                 )
+            if isinstance(params, dict):
+                params["query"] = resolve_document(
+                    params,
+                    self.documents,
+                    principal_of(request),
+                    document_error_status=400 if media == GRAPHQL_RESPONSE else 200,
+                )
             query, operation_name, variables, extensions = _check_params(params)
-        except RequestError as exc:
+        except (RequestError, DocumentRefused) as exc:
             return self._error(exc.status, media, simple_error(exc.code, exc.message), method)
         return await self._execute(
             request, media, method, query, operation_name, variables, extensions, allowed

@@ -32,11 +32,19 @@ _PAGE = """<!doctype html>
 {stylesheets}
     <style>
       html, body {{ height: 100%; margin: 0; width: 100%; overflow: hidden; }}
-      #graphiql {{ height: 100vh; display: flex; }}
+      body {{ display: flex; flex-direction: column; }}
+      #graphiql {{ flex: 1; min-height: 0; display: flex; }}
+      .gateway-token {{
+        display: flex; align-items: center; gap: 0.5em; padding: 0.4em 0.8em;
+        font: 14px system-ui, sans-serif; border-bottom: 1px solid #d0d4da;
+      }}
+      .gateway-token input {{ flex: 0 1 28em; font: inherit; padding: 0.2em 0.4em; }}
+      .gateway-token input[aria-invalid="true"] {{ outline: 2px solid #c62828; }}
       #graphiql > .graphiql-loading {{ margin: auto; font-family: system-ui, sans-serif; }}
     </style>
   </head>
   <body>
+{token_field}
     <div id="graphiql"><p class="graphiql-loading">Loading GraphiQL&hellip;</p></div>
 {scripts}
     <script id="graphiql-config" type="application/json">{config}</script>
@@ -55,11 +63,46 @@ _PAGE = """<!doctype html>
           return;
         }}
 
+        // With auth on, a token field above GraphiQL: the token lives in this tab's
+        // sessionStorage only (never localStorage, never a cookie) and goes out as
+        // `Authorization: Bearer ...`; a header set in GraphiQL's own editor wins.
+        var tokenInput = document.getElementById("gateway-token-input");
+        var TOKEN_KEY = "session-gateway.token";
+        function currentToken() {{
+          return tokenInput ? tokenInput.value.trim() : "";
+        }}
+        if (tokenInput) {{
+          try {{
+            tokenInput.value = window.sessionStorage.getItem(TOKEN_KEY) || "";
+          }} catch (err) {{}}
+          tokenInput.addEventListener("input", function () {{
+            tokenInput.removeAttribute("aria-invalid");
+            try {{
+              if (currentToken()) {{
+                window.sessionStorage.setItem(TOKEN_KEY, currentToken());
+              }} else {{
+                window.sessionStorage.removeItem(TOKEN_KEY);
+              }}
+            }} catch (err) {{}}
+          }});
+          // A new token (Enter, or leaving the field) re-reads the schema with it.
+          tokenInput.addEventListener("change", function () {{
+            render();
+          }});
+          document.getElementById("gateway-token").addEventListener("submit", function (e) {{
+            e.preventDefault();
+            render();
+          }});
+        }}
+
         function fetcher(params, opts) {{
           var headers = new Headers({{
             "Content-Type": "application/json",
             Accept: config.accept,
           }});
+          if (currentToken()) {{
+            headers.set("Authorization", "Bearer " + currentToken());
+          }}
           var extra = (opts && opts.headers) || {{}};
           Object.keys(extra).forEach(function (name) {{
             headers.set(name, String(extra[name]));
@@ -70,6 +113,9 @@ _PAGE = """<!doctype html>
             body: JSON.stringify(params),
             credentials: "same-origin",
           }}).then(function (response) {{
+            if (tokenInput && response.status === 401) {{
+              tokenInput.setAttribute("aria-invalid", "true");
+            }}
             return response.text().then(function (text) {{
               try {{
                 return JSON.parse(text);
@@ -88,11 +134,25 @@ _PAGE = """<!doctype html>
           }});
         }}
 
-        var props = {{ fetcher: fetcher }};
-        if (config.defaultQuery !== null) {{
-          props.defaultQuery = config.defaultQuery;
+        var root = ReactDOM.createRoot(mount);
+        var renderedToken = null;
+        function render() {{
+          if (renderedToken === currentToken()) {{
+            return;
+          }}
+          renderedToken = currentToken();
+          // A fresh fetcher for a new token: GraphiQL refetches the schema with it.
+          var props = {{
+            fetcher: function (params, opts) {{
+              return fetcher(params, opts);
+            }},
+          }};
+          if (config.defaultQuery !== null) {{
+            props.defaultQuery = config.defaultQuery;
+          }}
+          root.render(React.createElement(GraphiQL, props));
         }}
-        ReactDOM.createRoot(mount).render(React.createElement(GraphiQL, props));
+        render();
       }})();
     </script>
   </body>
@@ -112,17 +172,28 @@ def _script_json(value: object) -> str:
     )
 
 
+_TOKEN_FIELD = """\
+    <form id="gateway-token" class="gateway-token" autocomplete="off">
+      <label for="gateway-token-input">Bearer token</label>
+      <input id="gateway-token-input" name="token" type="password" autocomplete="off"
+        spellcheck="false" placeholder="paste a token (kept in this tab only)" />
+    </form>"""
+
+
 def graphiql_html(
     endpoint: str = "/graphql",
     static_prefix: str = "/static/graphiql",
     title: str = "Session-query gateway",
     default_query: str | None = None,
+    token_field: bool = False,
 ) -> str:
     """Return a complete GraphiQL page that loads every asset from ``static_prefix``.
 
     ``endpoint`` is where the page POSTs its operations (JSON body, ``Accept:
     application/graphql-response+json, application/json``); ``default_query`` is
     shown in the editor of a browser that has no saved GraphiQL tabs yet.
+    ``token_field`` (auth on) adds a labelled password field whose value is sent
+    as ``Authorization: Bearer ...`` and kept in the tab's sessionStorage only.
     """
     prefix = static_prefix.rstrip("/")
     stylesheets = "\n".join(
@@ -145,4 +216,5 @@ def graphiql_html(
         stylesheets=stylesheets,
         scripts=scripts,
         config=config,
+        token_field=_TOKEN_FIELD if token_field else "",
     )
