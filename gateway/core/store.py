@@ -24,7 +24,7 @@ import time as _time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from .fold import SurfaceFold
+from .fold import SURFACE_BY_CODE, EventSurface, SurfaceFold
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
 from .views import LiveView
@@ -185,6 +185,11 @@ class LiveSession:
     def events(self) -> list[SessionEvent]:
         """A detached copy of the whole log."""
         return [e.detached() for e in self.snapshot()[1]]
+
+    def surface_of(self, seq: int) -> EventSurface:
+        """The class of event `seq` (< len) as of now, from the incremental fold."""
+        with self._lock:
+            return SURFACE_BY_CODE[self._fold.code(seq)]
 
     def view(self) -> LiveView:
         """The session as of now, without copying the log: the answers of the view

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
 from .fold import EventSurface
@@ -47,11 +47,12 @@ REPLAY_PAGE = 256
 
 
 class TailItem(NamedTuple):
-    """One streamed event; `surface` is its class when the replay already knew it
-    (persisted sessions), None when it is to be read as of emission (live sessions)."""
+    """One streamed event and its class as of its emission (for a live session: read
+    from the session's fold when the event is handed on, even after the session has
+    left its store)."""
 
     event: SessionEvent
-    surface: EventSurface | None
+    surface: EventSurface
 
 
 class TailLagged(Exception):
@@ -138,7 +139,7 @@ async def tail_session(
     *,
     buffer_size: int = DEFAULT_TAIL_BUFFER,
     page_size: int = REPLAY_PAGE,
-) -> AsyncIterator[TailItem]:
+) -> AsyncGenerator[TailItem, None]:
     """Every event of the session with seq > `after_seq`, then each new append (see the
     module docstring). Raises SESSION_NOT_FOUND / SOURCE_CONFLICT / PERSISTENCE_FAILED
     like an exact read (on the first step), `TailLagged` when the subscriber lags."""
@@ -163,10 +164,10 @@ async def tail_session(
         while next_seq < length:
             if buffer.lagged:
                 raise TailLagged(next_seq - 1, buffer_size)
-            events = await live.view().window(next_seq, min(next_seq + page_size, length) - 1)
-            for event in events:
-                yield TailItem(event, None)
-                next_seq = event.seq + 1
+            stop = min(next_seq + page_size, length)
+            for item in await live.view().events_at(range(next_seq, stop)):
+                yield TailItem(item.event, item.surface)
+                next_seq = item.event.seq + 1
         if closed:
             return
         items = buffer.items
@@ -182,7 +183,7 @@ async def tail_session(
                     continue  # already sent by the replay
                 if event.seq != next_seq:  # pragma: no cover - would be a bug
                     raise RuntimeError(f"tail gap: expected seq {next_seq}, got {event.seq}")
-                yield TailItem(event, None)
+                yield TailItem(event, live.surface_of(event.seq))
                 next_seq += 1
             if buffer.done:
                 if items:  # appended just before the session closed

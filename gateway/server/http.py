@@ -13,6 +13,8 @@
   whose body is not JSON is 415; other methods are 405.
 * An operation running past its time limit is 504 with a GraphQL error body.
 * A browser (`Accept: text/html`) asking GET gets the offline GraphiQL page.
+* `Accept: text/event-stream` (GET or POST) streams the operation as GraphQL
+  over SSE (`gateway.server.sse`), e.g. a `sessionEvents` subscription.
 
 Every error body is `{"errors": [...]}` in the negotiated media type, and no
 response carries a stack trace (see `gateway.server.errors`).
@@ -48,6 +50,7 @@ from .errors import (
     masked_error,
     simple_error,
 )
+from .sse import EventStream, wants_event_stream
 
 logger = logging.getLogger("gateway.server")
 
@@ -167,8 +170,10 @@ class GraphQLHTTP:
         operation_timeout: float,
         graphiql_page: Callable[[Request], str] | None,
         metrics: GatewayMetrics | None = None,
+        event_stream: EventStream | None = None,
     ) -> None:
         self.metrics = metrics
+        self.event_stream = event_stream
         self.schema = schema
         self.make_context = make_context
         self.operation_timeout = operation_timeout
@@ -207,6 +212,15 @@ class GraphQLHTTP:
             query, operation_name, variables, extensions = _check_params(params)
         except RequestError as exc:
             return self._error(exc.status, media, simple_error(exc.code, exc.message), method)
+        if self.event_stream is not None and wants_event_stream(accept):
+            return await self.event_stream.respond(
+                request,
+                query,
+                operation_name,
+                variables,
+                extensions,
+                lambda errors: self._respond(400, media, {"errors": errors}),
+            )
         return await self._execute(
             request, media, method, query, operation_name, variables, extensions, allowed
         )
