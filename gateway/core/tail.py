@@ -19,7 +19,9 @@ buffer and marks the subscriber lagged; the consumer then gets `TailLagged`
 with the last seq it was given, and can resume with `after_seq=last_seq`.
 Memory per subscriber is bounded by the buffer, whatever the client does.
 
-Appends may come from any thread: the listener only appends to a deque and,
+The tail yields the loop after every page of events (`page_size`), so a long
+replay or backlog never holds the event loop even when the transport's sends
+do not block. Appends may come from any thread: the listener only appends to a deque and,
 when the consumer is waiting, wakes it (directly on the loop's own thread,
 through `call_soon_threadsafe` from another).
 
@@ -152,6 +154,7 @@ async def tail_session(
             for item in page.items:
                 yield TailItem(item.event, item.surface)
                 next_seq = item.event.seq + 1
+            await asyncio.sleep(0)
             if not page.has_next or not page.items:
                 return
         return
@@ -168,6 +171,7 @@ async def tail_session(
             for item in await live.view().events_at(range(next_seq, stop)):
                 yield TailItem(item.event, item.surface)
                 next_seq = item.event.seq + 1
+            await asyncio.sleep(0)  # a long replay must not hold the loop
         if closed:
             return
         items = buffer.items
@@ -185,6 +189,8 @@ async def tail_session(
                     raise RuntimeError(f"tail gap: expected seq {next_seq}, got {event.seq}")
                 yield TailItem(event, live.surface_of(event.seq))
                 next_seq += 1
+                if next_seq % page_size == 0:
+                    await asyncio.sleep(0)  # nor a long backlog
             if buffer.done:
                 if items:  # appended just before the session closed
                     continue
