@@ -72,8 +72,8 @@ def live_session(n: int) -> tuple[SessionStore, Any]:
     return store, session
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+async def until(predicate: Callable[[], bool], limit_s: float = 30.0) -> None:
+    deadline = time.monotonic() + limit_s
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
@@ -154,7 +154,7 @@ def test_a_live_session_leaving_its_store_completes_the_subscription() -> None:
 
 def test_a_persisted_only_session_completes_after_the_replay(tmp_path: Any) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'tail.db'}"
-    source_store, source = live_session(0)
+    _, source = live_session(0)
     source.append("user/message", {"content": []}, surface_op="append")
     for i in range(599):
         source.append(TURN, {"i": i})
@@ -190,7 +190,7 @@ def test_an_unknown_session_is_session_not_found_over_graphql_ws() -> None:
 
 
 def test_auth_takes_the_token_from_connection_init_or_the_header() -> None:
-    store, session = live_session(2)
+    store, _ = live_session(2)
     with serving(store, authenticate=check_secret) as (base, _):
         spec = {
             "url": ws_url(base),
