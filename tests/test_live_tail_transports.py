@@ -262,15 +262,15 @@ class RawWebSocket:
 
 def test_a_consumer_that_stops_reading_lags_with_last_seq_and_resumes_gap_free() -> None:
     store, session = live_session(0)
-    total = 3000
-    blob = "x" * 4000
+    total = 4000
+    blob = "x" * 4000  # 16 MB in all: more than the socket buffers hold
 
-    async def agent() -> None:
+    async def agent() -> None:  # ~1,000 events/s: a reading subscriber keeps up
         await until(lambda: session.listener_count > 0)
         for i in range(total):
             session.append(TURN, {"i": i, "pad": blob})
-            if i % 20 == 0:
-                await asyncio.sleep(0.001)
+            if i % 10 == 9:
+                await asyncio.sleep(0.01)
 
     def stalled_client(base: str) -> tuple[list[int], Any]:
         with RawWebSocket(base, rcvbuf=4096) as ws:
@@ -291,20 +291,21 @@ def test_a_consumer_that_stops_reading_lags_with_last_seq_and_resumes_gap_free()
                     seqs.append(payload["data"]["sessionEvents"]["seq"])
             return seqs, error
 
-    with serving(store, agent, subscription_buffer=20) as (base, metrics):
+    with serving(store, agent, subscription_buffer=100) as (base, metrics):
         seqs, error = stalled_client(base)
         last = error["extensions"]["lastSeq"]
         resumed = run_subscription(
             {
                 "url": ws_url(base),
-                "query": SUBSCRIPTION,
+                "query": "subscription($id: ID!, $after: Int) { sessionEvents(sessionId: $id, "
+                "afterSeq: $after) { seq } }",
                 "variables": {"id": "s", "after": last},
                 "stopAfter": total - last - 1,
                 "timeoutMs": 60000,
             }
         )
     assert error["extensions"]["code"] == "SUBSCRIPTION_LAGGED"
-    assert seqs == list(range(last + 1)) and last < total - 1
+    assert seqs == list(range(last + 1)) and 100 < last < total - 1  # sent until it stalled
     assert seqs_of(resumed["results"]) == list(range(last + 1, total))
     assert metrics.subscription_lagged.value() == 1
 
@@ -493,3 +494,14 @@ def test_sse_over_get_for_event_source_and_errors() -> None:
             events = list(sse_events(response.iter_lines()))
     code = events[0][1]["errors"][0]["extensions"]["code"]
     assert code == "SESSION_QUERY_SESSION_NOT_FOUND" and events[-1][0] == "complete"
+
+
+def test_a_subscription_posted_for_one_json_answer_is_refused_with_the_ways_to_stream() -> None:
+    store, _ = live_session(1)
+    with serving(store) as (base, _):
+        response = httpx.post(
+            base + "/graphql", json={"query": SUBSCRIPTION, "variables": {"id": "s"}}
+        )
+    assert response.status_code == 405
+    message = response.json()["errors"][0]["message"]
+    assert "graphql-transport-ws" in message and "text/event-stream" in message

@@ -127,12 +127,20 @@ class LiveSession:
 
     def _notify(self, event: SessionEvent) -> None:
         """Tell every listener of `event` (lock held); a raising listener is dropped."""
-        for listener in self._listeners:
-            try:
+        try:
+            for listener in self._listeners:
                 listener.appended(event)
-            except Exception:
-                logger.exception("append listener %r failed; it is removed", listener)
-                self._listeners = tuple(x for x in self._listeners if x is not listener)
+        except Exception:
+            failed = listener
+            logger.exception("append listener %r failed; it is removed", failed)
+            listeners = self._listeners
+            self._listeners = tuple(x for x in listeners if x is not failed)
+            for rest in listeners[listeners.index(failed) + 1 :]:
+                try:
+                    rest.appended(event)
+                except Exception:
+                    logger.exception("append listener %r failed; it is removed", rest)
+                    self._listeners = tuple(x for x in self._listeners if x is not rest)
 
     def listen(self, listener: AppendListener) -> tuple[int, bool, Callable[[], None]]:
         """Register `listener` for every event appended from now on.
@@ -185,6 +193,12 @@ class LiveSession:
     def events(self) -> list[SessionEvent]:
         """A detached copy of the whole log."""
         return [e.detached() for e in self.snapshot()[1]]
+
+    def events_between(self, start: int, stop: int) -> list[SessionEvent]:
+        """The shared immutable events start..stop-1 that exist (one slice under the lock;
+        detach before handing their data to anyone who might mutate it)."""
+        with self._lock:
+            return self._events[max(start, 0) : stop]
 
     def surface_of(self, seq: int) -> EventSurface:
         """The class of event `seq` (< len) as of now, from the incremental fold."""

@@ -57,11 +57,8 @@ logger = logging.getLogger("gateway.server")
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 APPLICATION_JSON = "application/json"
 _QUERY_ONLY: tuple[OperationType, ...] = (OperationType.QUERY,)
-_ANY_OPERATION: tuple[OperationType, ...] = (
-    OperationType.QUERY,
-    OperationType.MUTATION,
-    OperationType.SUBSCRIPTION,
-)
+# Subscriptions stream: over SSE (below) or graphql-transport-ws, never as one JSON answer.
+_ANY_OPERATION: tuple[OperationType, ...] = (OperationType.QUERY, OperationType.MUTATION)
 
 
 def _media_ranges(accept: str) -> list[tuple[str, float]]:
@@ -276,14 +273,13 @@ class GraphQLHTTP:
             )
         except InvalidOperationTypeError as exc:
             kind = exc.operation_type.value
-            return self._error(
-                405,
-                media,
-                simple_error(
-                    METHOD_NOT_ALLOWED, f"{kind} operations are not allowed over {method}"
-                ),
-                method,
-            )
+            message = f"{kind} operations are not allowed over {method}"
+            if exc.operation_type is OperationType.SUBSCRIPTION:
+                message += (
+                    ": subscribe over graphql-transport-ws (WebSocket) or with "
+                    "Accept: text/event-stream (SSE)"
+                )
+            return self._error(405, media, simple_error(METHOD_NOT_ALLOWED, message), method)
         except MissingQueryError:
             return self._error(400, media, simple_error(BAD_REQUEST, "the query is empty"), method)
         except CannotGetOperationTypeError as exc:

@@ -63,6 +63,10 @@ class _Close(Exception):
         self.reason = reason
 
 
+class _Gone(Exception):
+    """The connection can no longer be written to."""
+
+
 def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
     """Same origin (Origin absent, or its host:port equal to Host), or a listed origin."""
     if origin is None:
@@ -131,7 +135,10 @@ class _Connection:
     async def send(self, message: dict[str, Any]) -> None:
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         async with self.send_lock:
-            await self.websocket.send_text(text)
+            try:
+                await self.websocket.send_text(text)
+            except Exception as exc:  # closing or closed, whatever the server says
+                raise _Gone from exc
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -144,7 +151,7 @@ class _Connection:
                 except _Close as close:
                     await self.close(close.code, close.reason)
                     return
-                except (WebSocketDisconnect, KeyError, RuntimeError):
+                except (WebSocketDisconnect, _Gone, KeyError, RuntimeError):
                     return  # gone (or sent a binary frame)
         finally:
             tasks = list(self.operations.values())
@@ -277,6 +284,8 @@ class _Connection:
                     await self.send({"type": "next", "id": op_id, "payload": payload})
         except asyncio.CancelledError:
             raise
+        except _Gone:
+            return  # the client went away mid-send
         except Exception as exc:  # a bug: never a traceback to the client
             error = masked_error(exc, "streaming an operation")
             await self._send_quietly({"type": "next", "id": op_id, "payload": {"errors": [error]}})

@@ -46,8 +46,8 @@ function finish() {
   clearTimeout(timer);
   unsubscribe();
   client.dispose();
-  process.stdout.write(JSON.stringify(out));
-  setTimeout(() => process.exit(0), 50);
+  // exit only once stdout is flushed (a large result would be cut short otherwise)
+  process.stdout.write(JSON.stringify(out), () => process.exit(0));
 }
 
 unsubscribe = client.subscribe(
