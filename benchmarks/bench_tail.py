@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -311,6 +312,8 @@ def main() -> None:
     if args.quick:
         args.subscribers, args.ws_subscribers, args.seconds = 200, 5, 2.0
 
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min) at the start")
     print(f"append with nobody listening: {append_cost_idle():.2f} µs/append")
     core = asyncio.run(in_process(args.subscribers, args.rate, args.seconds))
     print(

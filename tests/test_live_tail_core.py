@@ -240,3 +240,37 @@ async def test_a_persisted_only_session_replays_in_pages_with_classes_then_compl
     )
     assert [i.event.seq for i in got] == list(range(1, 22))
     assert [i.surface.value for i in got if i.surface] == ["LOG_ONLY"] * 20 + ["CURRENT"]
+
+
+async def test_subscribers_of_one_session_share_one_listener_and_leave_independently() -> None:
+    store, s = live(3)
+    query = SessionQuery(live=[store])
+    first = tail_session(query.observe(), "s")
+    second = tail_session(query.observe(), "s", after_seq=1)
+    assert [i.event.seq for i in await collect(first, 3)] == [0, 1, 2]
+    assert [i.event.seq for i in await collect(second, 1)] == [2]
+    assert s.listener_count == 1  # one feed for this loop, whatever the subscriber count
+    await first.aclose()
+    s.append(TURN, {})
+    assert [i.event.seq for i in await collect(second, 1)] == [3]
+    await second.aclose()
+    assert s.listener_count == 0
+
+
+async def test_a_lagged_subscriber_does_not_disturb_a_reading_one() -> None:
+    store, s = live(0)
+    query = SessionQuery(live=[store])
+    slow = tail_session(query.observe(), "s", buffer_size=5)
+    fast = tail_session(query.observe(), "s", buffer_size=5)
+    s.append(TURN, {})
+    assert [i.event.seq for i in await collect(slow, 1)] == [0]
+    got = []
+    for _ in range(4):  # fast keeps reading, slow does not
+        for _ in range(3):
+            s.append(TURN, {})
+        got += [i.event.seq for i in await collect(fast, 3 if got else 4)]
+    assert got == list(range(13))
+    with pytest.raises(TailLagged) as info:
+        await collect(slow)
+    assert info.value.last_seq == 0
+    await fast.aclose()

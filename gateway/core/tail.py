@@ -250,8 +250,6 @@ def _waker_of(loop: asyncio.AbstractEventLoop) -> _Waker:
 async def _live_batches(
     live: LiveSession, after_seq: int, buffer_size: int, page_size: int
 ) -> AsyncGenerator[TailBatch, None]:
-    if type(buffer_size) is not int or buffer_size < 1:
-        raise ValueError(f"buffer size must be a positive integer, got {buffer_size!r}")
     loop = asyncio.get_running_loop()
     waker = _waker_of(loop)
     feed = waker.feed(live)
@@ -287,7 +285,7 @@ async def _live_batches(
         waker.leave(feed, sub)
 
 
-async def tail_batches(
+def tail_batches(
     obs: Observation,
     session_id: str,
     after_seq: int = -1,
@@ -298,18 +296,19 @@ async def tail_batches(
     """Every event of the session with seq > `after_seq`, then each new append (see the
     module docstring), in batches of at most `page_size`: a busy session costs a
     subscriber one wakeup per batch, not per event, and no per-event work it does not
-    ask for. Raises SESSION_NOT_FOUND /
-    SOURCE_CONFLICT / PERSISTENCE_FAILED like an exact read (on the first step),
-    `TailLagged` when the subscriber lags."""
+    ask for. Raises SOURCE_CONFLICT at once, SESSION_NOT_FOUND / PERSISTENCE_FAILED on
+    the first step (like an exact read), `TailLagged` when the subscriber lags."""
+    if type(buffer_size) is not int or buffer_size < 1:
+        raise ValueError(f"buffer size must be a positive integer, got {buffer_size!r}")
     live = obs.live_session(session_id)
     if live is not None:
-        batches = _live_batches(live, after_seq, buffer_size, page_size)
-        try:
-            async for batch in batches:
-                yield batch
-        finally:
-            await batches.aclose()
-        return
+        return _live_batches(live, after_seq, buffer_size, page_size)
+    return _stored_batches(obs, session_id, after_seq, page_size)
+
+
+async def _stored_batches(
+    obs: Observation, session_id: str, after_seq: int, page_size: int
+) -> AsyncGenerator[TailBatch, None]:
     next_seq = max(after_seq + 1, 0)
     view = await obs.view(session_id)
     while next_seq < view.length:
