@@ -1,7 +1,7 @@
 """Live tail (SPEC §11) under load. One command, prints figures:
 
     .venv/bin/python -m benchmarks.bench_tail [--quick] [--subscribers 1000] [--rate 1000]
-        [--seconds 10] [--ws-subscribers 20] [--ws-rate 100]
+        [--seconds 10] [--ws-subscribers 10] [--ws-rate 100] [--only core|ws]
 
 1. In process, through the core: `--subscribers` tasks each iterate
    `gateway.core.tail.tail_batches` on one live session while an agent task on the
@@ -237,8 +237,10 @@ async def over_websockets(subscribers: int, rate: int, seconds: float) -> dict[s
         opened = 0
         all_open = asyncio.Event()
 
+        lagged_clients = 0
+
         async def client() -> None:
-            nonlocal received, opened
+            nonlocal received, opened, lagged_clients
             async with connect(url, subprotocols=["graphql-transport-ws"], max_size=None) as ws:  # type: ignore[list-item]
                 await ws.send(json.dumps({"type": "connection_init"}))
                 await ws.recv()
@@ -254,7 +256,8 @@ async def over_websockets(subscribers: int, rate: int, seconds: float) -> dict[s
                         continue
                     now = time.time_ns()
                     message = json.loads(raw)
-                    if message["type"] != "next":
+                    if message["type"] != "next" or not message["payload"].get("data"):
+                        lagged_clients += 1  # SUBSCRIPTION_LAGGED (or closed)
                         break
                     sent = message["payload"]["data"]["sessionEvents"]["data"]["t"]
                     lat = (now - sent) // BUCKET_NS
@@ -278,6 +281,7 @@ async def over_websockets(subscribers: int, rate: int, seconds: float) -> dict[s
         return {
             "subscribers": subscribers,
             "received": received,
+            "lagged": lagged_clients,
             "delivered_per_s": received / elapsed,
             "expected_per_s": rate * subscribers,
             "p50_ms": percentile(hist, 0.50),
@@ -300,10 +304,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--subscribers", type=int, default=1000)
-    parser.add_argument("--ws-subscribers", type=int, default=20)
+    parser.add_argument("--ws-subscribers", type=int, default=10)
     parser.add_argument("--ws-rate", type=int, default=100)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--only", choices=("core", "ws"), default=None)
     parser.add_argument("--serve-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_child is not None:
@@ -312,6 +317,13 @@ def main() -> None:
     if args.quick:
         args.subscribers, args.ws_subscribers, args.seconds = 200, 5, 2.0
 
+    if args.only != "ws":
+        run_core(args)
+    if args.only != "core":
+        run_ws(args)
+
+
+def run_core(args: argparse.Namespace) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min) at the start")
     print(f"append with nobody listening: {append_cost_idle():.2f} µs/append")
@@ -335,6 +347,8 @@ def main() -> None:
     )
     print(f"  append with {core['subscribers']} listening: {core['append_us_listening']:.1f} µs")
 
+
+def run_ws(args: argparse.Namespace) -> None:
     ws = asyncio.run(over_websockets(args.ws_subscribers, args.ws_rate, args.seconds))
     print(
         f"\n[real WebSockets, uvicorn child process] {ws['subscribers']} subscribers, "
@@ -342,7 +356,7 @@ def main() -> None:
     )
     print(
         f"  received {ws['received']:,} ({ws['delivered_per_s']:,.0f} events/s of "
-        f"{ws['expected_per_s']:,} offered)"
+        f"{ws['expected_per_s']:,} offered), lagged subscribers: {ws['lagged']}"
     )
     print(
         f"  append->receipt latency p50 {ws['p50_ms']:.1f} ms, p99 {ws['p99_ms']:.1f} ms "
