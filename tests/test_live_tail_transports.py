@@ -347,6 +347,9 @@ def test_a_malformed_message_closes_with_4400() -> None:
             await ws.recv()
             await ws.send(json.dumps({"type": "subscribe", "id": "1", "payload": "x"}))
             assert (await closed_with(ws))[0] == 4400
+        async with connect(url, subprotocols=[PROTOCOL]) as ws:
+            await ws.send(b"\x00binary")
+            assert (await closed_with(ws))[0] == 4400
 
     protocol_case(case)
 

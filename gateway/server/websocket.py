@@ -151,8 +151,8 @@ class _Connection:
                 except _Close as close:
                     await self.close(close.code, close.reason)
                     return
-                except (WebSocketDisconnect, _Gone, KeyError, RuntimeError):
-                    return  # gone (or sent a binary frame)
+                except (WebSocketDisconnect, _Gone, RuntimeError):
+                    return  # gone
         finally:
             tasks = list(self.operations.values())
             self.operations.clear()  # gone: no `complete` to send
@@ -165,11 +165,18 @@ class _Connection:
     async def receive(self, until_init: float) -> str:
         """The next text message; before `connection_init`, only until its deadline."""
         if self.init_received:
-            return await self.websocket.receive_text()
-        try:
-            return await asyncio.wait_for(self.websocket.receive_text(), max(until_init, 0))
-        except TimeoutError:
-            raise _Close(4408, "Connection initialisation timeout") from None
+            message = await self.websocket.receive()
+        else:
+            try:
+                message = await asyncio.wait_for(self.websocket.receive(), max(until_init, 0))
+            except TimeoutError:
+                raise _Close(4408, "Connection initialisation timeout") from None
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", 1000))
+        text = message.get("text")
+        if not isinstance(text, str):
+            raise _Close(4400, "Invalid message received: not a text frame")
+        return text
 
     async def close(self, code: int, reason: str) -> None:
         if self.websocket.application_state == WebSocketState.CONNECTED:
@@ -218,6 +225,9 @@ class _Connection:
                 principal = await self.authenticate(credentials)
             except Unauthenticated:
                 raise _Close(4403, "Forbidden") from None
+            except Exception as exc:  # the token store failed: not the client's fault
+                masked_error(exc, "authenticating a WebSocket")
+                raise _Close(1011, "Internal error") from None
             attach_principal(cast(dict[str, Any], self.websocket.scope), principal)
         self.acknowledged = True
         await self.send({"type": "connection_ack"})
