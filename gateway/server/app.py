@@ -3,7 +3,9 @@
 Routes:
 
 * `/graphql` — GraphQL over HTTP (GET for queries, POST), and the offline
-  GraphiQL page for browsers (`gateway.server.http`);
+  GraphiQL page for browsers (`gateway.server.http`); subscriptions over
+  graphql-transport-ws (`gateway.server.websocket`) and over SSE
+  (`Accept: text/event-stream`, `gateway.server.sse`);
 * `/healthz` — 200 while the process serves requests;
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
@@ -24,12 +26,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from gateway.core import SessionQuery
+from gateway.core.tail import DEFAULT_TAIL_BUFFER
 from gateway.observability import (
     GatewayMetrics,
     HttpMetricsMiddleware,
@@ -56,6 +59,8 @@ from .limits import (
 from .principal import Authenticate, principal_of
 from .ratelimit import RateLimit, parse_rate
 from .schema import build_schema
+from .sse import EventStream
+from .websocket import DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_SUBSCRIPTIONS, GraphQLWebSocket
 
 logger = logging.getLogger("gateway.server")
 
@@ -122,6 +127,9 @@ def create_app(
     cors_origins: Sequence[str] = (),
     trusted_documents: Mapping[str, str] | None = None,
     rate_limit: str | None = None,
+    subscription_buffer: int = DEFAULT_TAIL_BUFFER,
+    connection_init_timeout: float = DEFAULT_INIT_TIMEOUT,
+    max_subscriptions_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -134,11 +142,14 @@ def create_app(
     `authenticate` turns auth on (see `gateway.server.principal`); None serves
     everyone the whole corpus. `cors_origins` are the browser origins allowed
     to call `/graphql` from another origin (none by default; see
-    `gateway.server.cors`). `trusted_documents` is the manifest requests may
-    name by `documentId` (checked here: ValueError for a bad entry; see
-    `gateway.server.documents`). `rate_limit` ("100/second") limits each
-    token, or client address, on `/graphql` and `/metrics` (see
-    `gateway.server.ratelimit`).
+    `gateway.server.cors`), also checked on WebSocket handshakes.
+    `trusted_documents` is the manifest requests may name by `documentId`
+    (checked here: ValueError for a bad entry; see `gateway.server.documents`).
+    `rate_limit` ("100/second") limits each token, or client address, on
+    `/graphql` and `/metrics` (see `gateway.server.ratelimit`).
+    `subscription_buffer` is how many events a subscriber may fall behind by
+    before SUBSCRIPTION_LAGGED; `connection_init_timeout` and
+    `max_subscriptions_per_connection` bound graphql-transport-ws connections.
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
@@ -155,7 +166,7 @@ def create_app(
     schema = build_schema(limits, metrics=metrics)
     cursors = CursorCodec(cursor_secret)
 
-    def make_context(request: Request) -> Context:
+    def make_context(request: HTTPConnection) -> Context:
         return Context.for_request(query, cursors, principal_of(request))
 
     def page(request: Request) -> str:
@@ -174,6 +185,17 @@ def create_app(
         graphiql_page=page if graphiql else None,
         metrics=metrics,
         documents=documents,
+        event_stream=EventStream(
+            schema, make_context, metrics=metrics, buffer_size=subscription_buffer
+        ),
+    )
+    websocket = GraphQLWebSocket(
+        schema,
+        make_context,
+        metrics=metrics,
+        buffer_size=subscription_buffer,
+        init_timeout=connection_init_timeout,
+        max_subscriptions=max_subscriptions_per_connection,
     )
 
     async def healthz(request: Request) -> Response:
@@ -205,8 +227,9 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    routes: list[Route | Mount] = [
+    routes: list[Route | WebSocketRoute | Mount] = [
         Route(GRAPHQL_PATH, endpoint),
+        WebSocketRoute(GRAPHQL_PATH, websocket),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]

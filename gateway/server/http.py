@@ -15,6 +15,8 @@
 * A browser (`Accept: text/html`) asking GET gets the offline GraphiQL page.
 * `documentId` in place of `query` runs a trusted document (see
   `gateway.server.documents`): an unknown id is answered like a parse error.
+* `Accept: text/event-stream` (GET or POST) streams the operation as GraphQL
+  over SSE (`gateway.server.sse`), e.g. a `sessionEvents` subscription.
 
 Every error body is `{"errors": [...]}` in the negotiated media type, and no
 response carries a stack trace (see `gateway.server.errors`).
@@ -52,17 +54,15 @@ from .errors import (
     simple_error,
 )
 from .principal import principal_of
+from .sse import EventStream, wants_event_stream
 
 logger = logging.getLogger("gateway.server")
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 APPLICATION_JSON = "application/json"
 _QUERY_ONLY: tuple[OperationType, ...] = (OperationType.QUERY,)
-_ANY_OPERATION: tuple[OperationType, ...] = (
-    OperationType.QUERY,
-    OperationType.MUTATION,
-    OperationType.SUBSCRIPTION,
-)
+# Subscriptions stream: over SSE (below) or graphql-transport-ws, never as one JSON answer.
+_ANY_OPERATION: tuple[OperationType, ...] = (OperationType.QUERY, OperationType.MUTATION)
 
 
 def _media_ranges(accept: str) -> list[tuple[str, float]]:
@@ -172,9 +172,11 @@ class GraphQLHTTP:
         graphiql_page: Callable[[Request], str] | None,
         metrics: GatewayMetrics | None = None,
         documents: Mapping[str, str] | None = None,
+        event_stream: EventStream | None = None,
     ) -> None:
         self.metrics = metrics
         self.documents = documents
+        self.event_stream = event_stream
         self.schema = schema
         self.make_context = make_context
         self.operation_timeout = operation_timeout
@@ -221,6 +223,15 @@ class GraphQLHTTP:
             query, operation_name, variables, extensions = _check_params(params)
         except (RequestError, DocumentRefused) as exc:
             return self._error(exc.status, media, simple_error(exc.code, exc.message), method)
+        if self.event_stream is not None and wants_event_stream(accept):
+            return await self.event_stream.respond(
+                request,
+                query,
+                operation_name,
+                variables,
+                extensions,
+                lambda errors: self._respond(400, media, {"errors": errors}),
+            )
         return await self._execute(
             request, media, method, query, operation_name, variables, extensions, allowed
         )
@@ -276,14 +287,13 @@ class GraphQLHTTP:
             )
         except InvalidOperationTypeError as exc:
             kind = exc.operation_type.value
-            return self._error(
-                405,
-                media,
-                simple_error(
-                    METHOD_NOT_ALLOWED, f"{kind} operations are not allowed over {method}"
-                ),
-                method,
-            )
+            message = f"{kind} operations are not allowed over {method}"
+            if exc.operation_type is OperationType.SUBSCRIPTION:
+                message += (
+                    ": subscribe over graphql-transport-ws (WebSocket) or with "
+                    "Accept: text/event-stream (SSE)"
+                )
+            return self._error(405, media, simple_error(METHOD_NOT_ALLOWED, message), method)
         except MissingQueryError:
             return self._error(400, media, simple_error(BAD_REQUEST, "the query is empty"), method)
         except CannotGetOperationTypeError as exc:

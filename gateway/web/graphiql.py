@@ -1,9 +1,13 @@
 """An offline GraphiQL page: every script and stylesheet comes from the gateway itself.
 
 The assets under ``STATIC_DIR / "graphiql"`` are vendored by
-``scripts/vendor-graphiql.sh`` (GraphiQL 3.x UMD bundle + React 18 UMD builds; see
-``VERSIONS.txt`` there). Serve ``STATIC_DIR`` at ``/static`` and hand
-:func:`graphiql_html` to the GraphQL view's IDE hook.
+``scripts/vendor-graphiql.sh`` (GraphiQL 3.x UMD bundle + React 18 UMD builds, and
+the graphql-ws browser client; see ``VERSIONS.txt`` there). Serve ``STATIC_DIR``
+at ``/static`` and hand :func:`graphiql_html` to the GraphQL view's IDE hook.
+
+Queries are POSTed; subscriptions go over graphql-transport-ws to the same
+endpoint (``ws(s)://``), with the ``Authorization`` header of GraphiQL's header
+editor sent in ``connection_init``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ ACCEPT = "application/graphql-response+json, application/json"
 
 # Files loaded by the page, in order, relative to ``static_prefix``.
 _STYLESHEETS = ("graphiql.min.css",)
-_SCRIPTS = ("react.production.min.js", "react-dom.production.min.js", "graphiql.min.js")
+_SCRIPTS = (
+    "react.production.min.js",
+    "react-dom.production.min.js",
+    "graphiql.min.js",
+    "graphql-ws.min.js",
+)
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -95,7 +104,62 @@ _PAGE = """<!doctype html>
           }});
         }}
 
+        function isSubscription(params) {{
+          // Read the operation type from the text sent (GraphiQL's documentAST can lag
+          // an edit by a moment): the named operation's keyword, else the first one.
+          var text = (params.query || "").replace(/#[^\\n\\r]*/g, "");
+          var name = params.operationName;
+          if (name) {{
+            var named = new RegExp("\\\\b(query|mutation|subscription)\\\\s+" + name + "\\\\b");
+            var found = named.exec(text);
+            if (found) return found[1] === "subscription";
+          }}
+          var first = /\\b(query|mutation|subscription)\\b|\\{{/.exec(text);
+          return !!first && first[1] === "subscription";
+        }}
+
+        function subscribe(params, opts) {{
+          // graphql-transport-ws on the same endpoint; Authorization goes in connection_init.
+          var url = new URL(config.endpoint, window.location.href);
+          url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+          var extra = (opts && opts.headers) || {{}};
+          var auth =
+            extra.Authorization ||
+            extra.authorization ||
+            (currentToken() ? "Bearer " + currentToken() : "");
+          return {{
+            subscribe: function (observer) {{
+              var client = window.graphqlWs.createClient({{
+                url: url.toString(),
+                connectionParams: auth ? {{ authorization: String(auth) }} : {{}},
+                retryAttempts: 0,
+              }});
+              var done = false;
+              function end() {{
+                if (!done) {{ done = true; client.dispose(); }}
+              }}
+              var stop = client.subscribe(params, {{
+                next: function (value) {{ observer.next(value); }},
+                error: function (err) {{
+                  var why = err && (err.reason || err.code);
+                  observer.error(
+                    Array.isArray(err)
+                      ? {{ errors: err }}
+                      : {{ errors: [{{ message: "WebSocket closed: " + (why || err) }}] }}
+                  );
+                  end();
+                }},
+                complete: function () {{ observer.complete(); end(); }},
+              }});
+              return {{ unsubscribe: function () {{ stop(); end(); }} }};
+            }},
+          }};
+        }}
+
         function fetcher(params, opts) {{
+          if (typeof window.graphqlWs !== "undefined" && isSubscription(params)) {{
+            return subscribe(params, opts);
+          }}
           var headers = new Headers({{
             "Content-Type": "application/json",
             Accept: config.accept,

@@ -4,7 +4,9 @@
   the committed lock file when it is missing or stale;
 * :func:`run_audit` runs the graphql-http server audit (``audit.mjs``);
 * :func:`run_browser_check` drives GraphiQL in headless Chromium
-  (``browser_check.mjs``).
+  (``browser_check.mjs``);
+* :func:`run_subscription` subscribes with the npm ``graphql-ws`` client
+  (``subscribe.mjs``).
 
 Every subprocess is bounded by a timeout.
 """
@@ -193,4 +195,16 @@ def run_browser_check(
         "BROWSER_CHECK_STEP_TIMEOUT_MS": str(int(step_timeout_s * 1000)),
     }
     data: dict[str, Any] = _run_node_json(args, timeout, env=env)
+    return data
+
+
+SUBSCRIBE_TIMEOUT_S = 120
+
+
+def run_subscription(spec: dict[str, Any], timeout: float = SUBSCRIBE_TIMEOUT_S) -> dict[str, Any]:
+    """Run one subscription with graphql-ws (see ``subscribe.mjs`` for ``spec``).
+
+    Returns ``{"results": [...], "completed": bool, "error": ..., "closeCode": ...}``.
+    """
+    data: dict[str, Any] = _run_node_json(["subscribe.mjs", json.dumps(spec)], timeout)
     return data
