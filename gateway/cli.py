@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("gateway.commands.verify", "check stored derivations against the fold of each log"),
     "token": ("gateway.commands.token", "create, list and revoke access tokens"),
     "export-schema": ("gateway.commands.export_schema", "print the GraphQL schema (SDL)"),
+    "documents": (
+        "gateway.commands.documents",
+        "make the trusted-documents manifest (`documents hash FILE.graphql...`)",
+    ),
 }
 
 DESCRIPTION = """\

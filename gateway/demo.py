@@ -550,13 +550,18 @@ query EventTrace {
 
 DEFAULT_DEMO_QUERY = (
     "# The demo corpus: run one operation at a time with the ▶ button.\n"
-    "# `demo-agent-live` keeps growing: re-run LiveAgent to watch it.\n\n"
+    "# `demo-agent-live` keeps growing: run WatchAgent to watch it live (a subscription\n"
+    "# over graphql-transport-ws), or re-run LiveAgent.\n\n"
     + "\n".join(EXAMPLE_QUERIES.values())
     + """
 query LiveAgent {
   session(id: "demo-agent-live") {
     events(first: 5, surface: [CURRENT]) { totalCount nodes { seq type data } }
   }
+}
+
+subscription WatchAgent {
+  sessionEvents(sessionId: "demo-agent-live", afterSeq: -1) { seq type surface data }
 }
 """
 )

@@ -20,6 +20,9 @@ GRAPHIQL_VERSION="3.9.0"
 REACT_VERSION="18.3.1"
 REACT_DOM_VERSION="18.3.1"
 GRAPHQL_VERSION="16.15.0"
+# The graphql-ws browser client (UMD, global graphqlWs): GraphiQL's page uses it for
+# subscriptions over graphql-transport-ws; graphiql.min.js does not bundle it.
+GRAPHQL_WS_VERSION="6.4.2"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${repo_root}/gateway/web/static/graphiql"
@@ -42,7 +45,8 @@ cat >"${work}/package.json" <<EOF
     "graphiql": "${GRAPHIQL_VERSION}",
     "graphql": "${GRAPHQL_VERSION}",
     "react": "${REACT_VERSION}",
-    "react-dom": "${REACT_DOM_VERSION}"
+    "react-dom": "${REACT_DOM_VERSION}",
+    "graphql-ws": "${GRAPHQL_WS_VERSION}"
   }
 }
 EOF
@@ -58,7 +62,8 @@ nm="${work}/node_modules"
 
 # Check that npm really installed the pinned versions.
 for spec in "graphiql:${GRAPHIQL_VERSION}" "react:${REACT_VERSION}" \
-            "react-dom:${REACT_DOM_VERSION}" "graphql:${GRAPHQL_VERSION}"; do
+            "react-dom:${REACT_DOM_VERSION}" "graphql:${GRAPHQL_VERSION}" \
+            "graphql-ws:${GRAPHQL_WS_VERSION}"; do
   name="${spec%%:*}"
   want="${spec#*:}"
   got="$(node -p "require('${nm}/${name}/package.json').version")"
@@ -76,6 +81,7 @@ cp "${nm}/graphiql/graphiql.min.js" "${dest}/graphiql.min.js"
 cp "${nm}/graphiql/graphiql.min.css" "${dest}/graphiql.min.css"
 cp "${nm}/react/umd/react.production.min.js" "${dest}/react.production.min.js"
 cp "${nm}/react-dom/umd/react-dom.production.min.js" "${dest}/react-dom.production.min.js"
+cp "${nm}/graphql-ws/umd/graphql-ws.min.js" "${dest}/graphql-ws.min.js"
 
 # License texts of the directly served packages (.txt so that setuptools'
 # package-data globs ship them in the wheel).
@@ -83,6 +89,7 @@ cp "${nm}/graphiql/LICENSE" "${dest}/licenses/graphiql.LICENSE.txt"
 cp "${nm}/react/LICENSE" "${dest}/licenses/react.LICENSE.txt"
 cp "${nm}/react-dom/LICENSE" "${dest}/licenses/react-dom.LICENSE.txt"
 cp "${nm}/graphql/LICENSE" "${dest}/licenses/graphql.LICENSE.txt"
+cp "${nm}/graphql-ws/LICENSE.md" "${dest}/licenses/graphql-ws.LICENSE.txt"
 
 # graphiql.min.js bundles graphiql's whole runtime dependency tree (CodeMirror,
 # @graphiql/react, graphql-language-service, ...): collect every license text of
@@ -155,12 +162,14 @@ integrity() {
   echo "react ${REACT_VERSION} $(integrity react)"
   echo "react-dom ${REACT_DOM_VERSION} $(integrity react-dom)"
   echo "graphql ${GRAPHQL_VERSION} $(integrity graphql) (bundled inside graphiql.min.js; license only)"
+  echo "graphql-ws ${GRAPHQL_WS_VERSION} $(integrity graphql-ws)"
   echo
   echo "# Served files:"
   echo "#   graphiql.min.js             <- graphiql/graphiql.min.js (UMD, global GraphiQL)"
   echo "#   graphiql.min.css            <- graphiql/graphiql.min.css"
   echo "#   react.production.min.js     <- react/umd/react.production.min.js"
   echo "#   react-dom.production.min.js <- react-dom/umd/react-dom.production.min.js"
+  echo "#   graphql-ws.min.js           <- graphql-ws/umd/graphql-ws.min.js (UMD, global graphqlWs)"
   echo
   echo "# sha256:"
   (cd "$dest" && find . -type f ! -name VERSIONS.txt | LC_ALL=C sort | sed 's|^\./||' \

@@ -177,6 +177,14 @@ async def test_auth_missing_unknown_expired_or_revoked_token_is_401_unauthentica
         assert (
             await c.get("/graphql?query={__typename}", headers={"Accept": "text/html"})
         ).status_code == 401
+    async with client(app) as c:
+        typed = await c.post(
+            "/graphql",
+            json={"query": "{ __typename }"},
+            headers={"Accept": "application/graphql-response+json"},
+        )
+    assert typed.status_code == 401
+    assert typed.headers["content-type"].startswith("application/graphql-response+json")
     infos = {i.name: i for i in await tokens.list()}
     assert infos["good"].last_used_at is not None and infos["soon"].last_used_at is None
 

@@ -57,3 +57,14 @@ def test_graphiql_runs_a_lineage_query_offline(server_url: str, tmp_path: Path) 
     assert '"unresolvedParentId": "demo-deleted-parent"' in report["resultText"]
     assert report["consoleErrors"] == [] and report["httpErrors"] == []
     assert shot.stat().st_size > 10_000
+
+
+def test_graphiql_runs_a_subscription_over_graphql_transport_ws(server_url: str) -> None:
+    """SPEC §11: GraphiQL's fetcher sends subscriptions over graphql-transport-ws (the
+    vendored graphql-ws client), and shows the live session's streamed events."""
+    query = 'subscription { sessionEvents(sessionId: "demo-resumed") { seq type surface } }'
+    report = run_browser_check(f"{server_url}/graphql", query, '"sessionEvents"')
+    assert report["failedRequests"] == [], "GraphiQL tried to load something from elsewhere"
+    assert report["ok"], report
+    assert '"seq"' in report["resultText"] and '"surface"' in report["resultText"]
+    assert report["consoleErrors"] == [] and report["httpErrors"] == []

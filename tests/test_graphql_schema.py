@@ -130,6 +130,9 @@ SPEC_TYPES: dict[str, dict[str, object]] = {
         "traceSession": ("SessionTrace!", {"sessionId": "ID!"}),
         "traceEvent": ("EventTrace!", {"sessionId": "ID!", "seq": "Int!"}),
     },
+    "Subscription": {  # SPEC §11
+        "sessionEvents": ("Event!", {"sessionId": "ID!", "afterSeq": "Int"}),
+    },
 }
 SPEC_ENUMS = {
     "EventSurface": {"CURRENT", "SHADOWED", "LOG_ONLY"},
@@ -163,7 +166,7 @@ def test_types_fields_and_arguments_are_named_as_in_spec(introspected) -> None:
     for scalar in ("JSON", "EpochMillis"):
         assert isinstance(introspected.get_type(scalar), GraphQLScalarType)
     assert introspected.mutation_type is None
-    assert introspected.subscription_type is None
+    assert introspected.subscription_type is introspected.get_type("Subscription")
 
 
 def test_every_type_field_and_argument_has_a_description(introspected) -> None:

@@ -33,7 +33,7 @@ from tests.support.server import running_server
 HELLO = "Hello from the offline harness"
 STATIC_PREFIX = "/static/graphiql"
 VENDORED = ("graphiql.min.js", "graphiql.min.css", "react.production.min.js",
-            "react-dom.production.min.js")  # fmt: skip
+            "react-dom.production.min.js", "graphql-ws.min.js")  # fmt: skip
 
 
 @strawberry.type
@@ -124,6 +124,8 @@ def test_vendored_assets_exist_with_versions() -> None:
     versions = (root / "VERSIONS.txt").read_text(encoding="utf-8")
     assert re.search(r"^graphiql 3\.\d+\.\d+ sha512-", versions, re.M)
     assert (root / "licenses" / "graphiql.LICENSE.txt").exists()
+    assert re.search(r"^graphql-ws 6\.\d+\.\d+ sha512-", versions, re.M)
+    assert (root / "licenses" / "graphql-ws.LICENSE.txt").exists()
 
 
 def test_gateway_serves_page_and_assets(server_url: str) -> None:

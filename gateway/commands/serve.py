@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.commands import add_database_argument
+from gateway.commands.serve_access import access_options, add_access_arguments
 from gateway.observability.logging import add_logging_arguments
 from gateway.persistence.engine import default_database_url
 
@@ -79,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="--demo: seconds between the simulated agent's appends (default 1)",
     )
+    add_access_arguments(parser)
     add_logging_arguments(parser)
 
 
@@ -176,6 +178,7 @@ async def serve(args: argparse.Namespace) -> int:
         background.append(demo.agent.run)
         default_query = DEFAULT_DEMO_QUERY
     options: dict[str, Any] = {"background": background, "metrics": metrics}
+    options.update(access_options(args))
     if default_query is not None:
         options["default_query"] = default_query
     secret = os.environ.get(ENV_CURSOR_SECRET)
@@ -232,5 +235,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not 0 <= args.port <= 65535:
         print(f"session-gateway serve: --port must be 0..65535, got {args.port}", file=sys.stderr)
+        return 2
+    try:
+        access_options(args)  # checked before anything starts
+    except ValueError as exc:
+        print(f"session-gateway serve: {exc}", file=sys.stderr)
         return 2
     return asyncio.run(serve(args))

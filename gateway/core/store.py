@@ -5,19 +5,41 @@ the surface fold's incremental path (O(1) amortised, no rescan) and refuses an
 event that would break the log, leaving the log unchanged. Readers take
 snapshots, which are always a consistent prefix even while appends go on in
 another thread.
+
+Listeners (`LiveSession.listen`) hear of each append as it is committed, in
+seq order, and of the session leaving its store (`SessionStore.remove`). They
+are called synchronously under the session's lock so that registration and
+delivery are exact (every seq at or after the length `listen` returns reaches
+the listener, none before it); a listener must therefore only hand the event
+on (e.g. into a bounded buffer, `gateway.core.tail`). With nobody listening an
+append pays one attribute test; a listener that raises is logged and dropped,
+never breaking the append.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time as _time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
-from .fold import SurfaceFold
+from .fold import SURFACE_BY_CODE, EventSurface, SurfaceFold
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
 from .views import LiveView
+
+logger = logging.getLogger("gateway.core")
+
+
+class AppendListener(Protocol):
+    """What `LiveSession.listen` calls: cheap, non-blocking, under the session's lock."""
+
+    def appended(self, event: SessionEvent) -> None:
+        """`event` was just committed (the shared immutable value: do not mutate its data)."""
+
+    def closed(self) -> None:
+        """The session left its store: no event follows."""
 
 
 def now_ms() -> int:
@@ -28,7 +50,7 @@ def now_ms() -> int:
 class LiveSession:
     """One live session: an immutable header and an append-only, always-valid log."""
 
-    __slots__ = ("_cited_by", "_events", "_fold", "_lock", "header")
+    __slots__ = ("_cited_by", "_closed", "_events", "_fold", "_listeners", "_lock", "header")
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
         self.header = header
@@ -37,6 +59,8 @@ class LiveSession:
         self._fold = SurfaceFold(self._events.__getitem__)
         # who cites whom, kept as appends go: seq -> citing seqs in log order
         self._cited_by: dict[int, list[int]] = {}
+        self._listeners: tuple[AppendListener, ...] = ()  # replaced, never mutated
+        self._closed = False
         for event in seed:  # a seed that breaks a rule raises here: no session is made
             self._commit(event)
 
@@ -97,7 +121,65 @@ class LiveSession:
                 ignorable=bool(ignorable),
             )
             self._commit(event)
+            if self._listeners:
+                self._notify(event)
         return event.detached()
+
+    def _notify(self, event: SessionEvent) -> None:
+        """Tell every listener of `event` (lock held); a raising listener is dropped."""
+        try:
+            for listener in self._listeners:
+                listener.appended(event)
+        except Exception:
+            failed = listener
+            logger.exception("append listener %r failed; it is removed", failed)
+            listeners = self._listeners
+            self._listeners = tuple(x for x in listeners if x is not failed)
+            for rest in listeners[listeners.index(failed) + 1 :]:
+                try:
+                    rest.appended(event)
+                except Exception:
+                    logger.exception("append listener %r failed; it is removed", rest)
+                    self._listeners = tuple(x for x in self._listeners if x is not rest)
+
+    def listen(self, listener: AppendListener) -> tuple[int, bool, Callable[[], None]]:
+        """Register `listener` for every event appended from now on.
+
+        Returns `(length, closed, unlisten)`: the log length at registration
+        (events with seq >= length reach the listener, earlier ones do not),
+        whether the session has already left its store (then nothing will be
+        delivered and `closed()` is not called), and a function removing the
+        listener (idempotent).
+        """
+        with self._lock:
+            length, closed = len(self._events), self._closed
+            if not closed:
+                self._listeners = (*self._listeners, listener)
+
+        def unlisten() -> None:
+            with self._lock:
+                self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+        return length, closed, unlisten
+
+    def close(self) -> None:
+        """Mark the session as having left its store and tell its listeners (idempotent);
+        `SessionStore.remove` calls it. Appends after this are still recorded but no
+        longer announced."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            listeners, self._listeners = self._listeners, ()
+            for listener in listeners:
+                try:
+                    listener.closed()
+                except Exception:
+                    logger.exception("append listener %r failed on close", listener)
+
+    @property
+    def listener_count(self) -> int:
+        return len(self._listeners)
 
     def snapshot(self) -> tuple[SessionHeader, tuple[SessionEvent, ...]]:
         """The header and the log as of now: a consistent prefix of what follows.
@@ -111,6 +193,17 @@ class LiveSession:
     def events(self) -> list[SessionEvent]:
         """A detached copy of the whole log."""
         return [e.detached() for e in self.snapshot()[1]]
+
+    def events_between(self, start: int, stop: int) -> list[SessionEvent]:
+        """The shared immutable events start..stop-1 that exist (one slice under the lock;
+        detach before handing their data to anyone who might mutate it)."""
+        with self._lock:
+            return self._events[max(start, 0) : stop]
+
+    def surface_of(self, seq: int) -> EventSurface:
+        """The class of event `seq` (< len) as of now, from the incremental fold."""
+        with self._lock:
+            return SURFACE_BY_CODE[self._fold.code(seq)]
 
     def view(self) -> LiveView:
         """The session as of now, without copying the log: the answers of the view
@@ -193,9 +286,14 @@ class SessionStore:
             return list(self._sessions.values())
 
     def remove(self, session_id: str) -> LiveSession | None:
-        """Forget a session (e.g. once it is checkpointed and closed); returns it, if present."""
+        """Forget a session (e.g. once it is checkpointed and closed); returns it, if present.
+
+        Its listeners (live tails) are told it has closed."""
         with self._lock:
-            return self._sessions.pop(session_id, None)
+            session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+        return session
 
     def __contains__(self, session_id: object) -> bool:
         with self._lock:

@@ -170,6 +170,20 @@ class Counter(_Metric):
         return lines
 
 
+class Gauge(Counter):
+    """A value that goes up and down (e.g. subscriptions open now)."""
+
+    kind = "gauge"
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        key = self._key(labels)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def dec(self, amount: float = 1.0, **labels: str) -> None:
+        self.inc(-amount, **labels)
+
+
 class Histogram(_Metric):
     """Observations counted into fixed cumulative buckets, with their sum and count."""
 
@@ -265,6 +279,11 @@ class Registry:
         self.register(metric)
         return metric
 
+    def gauge(self, name: str, documentation: str, labelnames: Iterable[str] = ()) -> Gauge:
+        metric = Gauge(name, documentation, labelnames)
+        self.register(metric)
+        return metric
+
     def histogram(
         self,
         name: str,
@@ -311,11 +330,17 @@ GRAPHQL_ERROR_CODES: Final = frozenset(
         "METHOD_NOT_ALLOWED",
         "UNSUPPORTED_MEDIA_TYPE",
         "PERSISTED_QUERY_NOT_FOUND",
+        "TRUSTED_DOCUMENT_NOT_FOUND",
+        "TRUSTED_DOCUMENT_REQUIRED",
+        "RATE_LIMITED",
     }
 )
 """Codes the GraphQL/HTTP layer reports besides the core's SESSION_QUERY_* codes."""
 
-KNOWN_ERROR_CODES: Final = frozenset({c.value for c in ErrorCode}) | GRAPHQL_ERROR_CODES
+SUBSCRIPTION_ERROR_CODES: Final = frozenset({"SUBSCRIPTION_LAGGED", "TOO_MANY_SUBSCRIPTIONS"})
+KNOWN_ERROR_CODES: Final = (
+    frozenset({c.value for c in ErrorCode}) | GRAPHQL_ERROR_CODES | SUBSCRIPTION_ERROR_CODES
+)
 
 DEFAULT_ROUTES: Final = ("/", "/graphql", "/healthz", "/readyz", "/metrics")
 """Exact paths counted under their own `route` label."""
@@ -420,6 +445,19 @@ class GatewayMetrics:
             "Wall time of HTTP requests until the app returned, in seconds.",
             ("route",),
             buckets,
+        )
+
+        self.subscriptions_active = r.gauge(
+            "graphql_subscriptions_active",
+            "Subscriptions streaming now (WebSocket and SSE).",
+        )
+        self.subscription_events = r.counter(
+            "graphql_subscription_events_total",
+            "Events sent to subscribers.",
+        )
+        self.subscription_lagged = r.counter(
+            "graphql_subscription_lagged_total",
+            "Subscribers disconnected with SUBSCRIPTION_LAGGED (fell behind their buffer).",
         )
 
     # -- label bounding ---------------------------------------------------------
@@ -770,6 +808,7 @@ __all__ = [
     "KNOWN_ERROR_CODES",
     "Counter",
     "GatewayMetrics",
+    "Gauge",
     "Histogram",
     "HttpMetricsMiddleware",
     "InstrumentedBackend",

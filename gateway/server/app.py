@@ -3,7 +3,9 @@
 Routes:
 
 * `/graphql` — GraphQL over HTTP (GET for queries, POST), and the offline
-  GraphiQL page for browsers (`gateway.server.http`);
+  GraphiQL page for browsers (`gateway.server.http`); subscriptions over
+  graphql-transport-ws (`gateway.server.websocket`) and over SSE
+  (`Accept: text/event-stream`, `gateway.server.sse`);
 * `/healthz` — 200 while the process serves requests;
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
@@ -20,17 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from gateway.core import SessionQuery
+from gateway.core.tail import DEFAULT_TAIL_BUFFER
 from gateway.observability import (
     GatewayMetrics,
     HttpMetricsMiddleware,
@@ -42,7 +45,9 @@ from gateway.web.ui import UI_PATH, ui_page
 
 from .auth import AuthMiddleware
 from .context import Context
+from .cors import check_origins, cors_middleware
 from .cursors import CursorCodec
+from .documents import check_manifest
 from .http import GraphQLHTTP
 from .limits import (
     DEFAULT_MAX_ALIASES,
@@ -54,7 +59,10 @@ from .limits import (
     Limits,
 )
 from .principal import Authenticate, principal_of
+from .ratelimit import RateLimit, parse_rate
 from .schema import build_schema
+from .sse import EventStream
+from .websocket import DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_SUBSCRIPTIONS, GraphQLWebSocket
 
 logger = logging.getLogger("gateway.server")
 
@@ -119,6 +127,11 @@ def create_app(
     expose_metrics: bool = True,
     authenticate: Authenticate | None = None,
     cors_origins: Sequence[str] = (),
+    trusted_documents: Mapping[str, str] | None = None,
+    rate_limit: str | None = None,
+    subscription_buffer: int = DEFAULT_TAIL_BUFFER,
+    connection_init_timeout: float = DEFAULT_INIT_TIMEOUT,
+    max_subscriptions_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -130,16 +143,32 @@ def create_app(
     counted when the mounted backend is `instrument_backend(backend, metrics)`.
     `authenticate` turns auth on (see `gateway.server.principal`); None serves
     everyone the whole corpus. `cors_origins` are the browser origins allowed
-    to call `/graphql` from another origin (none by default).
+    to call `/graphql` from another origin (none by default; see
+    `gateway.server.cors`), also checked on WebSocket handshakes.
+    `trusted_documents` is the manifest requests may name by `documentId`
+    (checked here: ValueError for a bad entry; see `gateway.server.documents`).
+    `rate_limit` ("100/second") limits each token, or client address, on
+    `/graphql` and `/metrics` (see `gateway.server.ratelimit`).
+    `subscription_buffer` is how many events a subscriber may fall behind by
+    before SUBSCRIPTION_LAGGED; `connection_init_timeout` and
+    `max_subscriptions_per_connection` bound graphql-transport-ws connections.
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
     limits = Limits(max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout)
+    origins = check_origins(cors_origins)
+    documents = (
+        check_manifest(trusted_documents, max_tokens=max_tokens)
+        if trusted_documents is not None
+        else None
+    )
+    if rate_limit is not None:
+        parse_rate(rate_limit)
     metrics = metrics if metrics is not None else GatewayMetrics()
     schema = build_schema(limits, metrics=metrics)
     cursors = CursorCodec(cursor_secret)
 
-    def make_context(request: Request) -> Context:
+    def make_context(request: HTTPConnection) -> Context:
         return Context.for_request(query, cursors, principal_of(request))
 
     def page(request: Request) -> str:
@@ -148,6 +177,7 @@ def create_app(
             static_prefix=STATIC_PREFIX,
             title="Session-query gateway · GraphiQL",
             default_query=default_query,
+            token_field=getattr(request.app.state, "authenticate", None) is not None,
         )
 
     endpoint = GraphQLHTTP(
@@ -156,6 +186,18 @@ def create_app(
         operation_timeout=operation_timeout,
         graphiql_page=page if graphiql else None,
         metrics=metrics,
+        documents=documents,
+        event_stream=EventStream(
+            schema, make_context, metrics=metrics, buffer_size=subscription_buffer
+        ),
+    )
+    websocket = GraphQLWebSocket(
+        schema,
+        make_context,
+        metrics=metrics,
+        buffer_size=subscription_buffer,
+        init_timeout=connection_init_timeout,
+        max_subscriptions=max_subscriptions_per_connection,
     )
 
     async def healthz(request: Request) -> Response:
@@ -187,8 +229,9 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    routes: list[Route | Mount] = [
+    routes: list[Route | WebSocketRoute | Mount] = [
         Route(GRAPHQL_PATH, endpoint),
+        WebSocketRoute(GRAPHQL_PATH, websocket),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]
@@ -198,14 +241,27 @@ def create_app(
         routes.append(Route("/", root, methods=["GET"]))
         routes.append(Route(UI_PATH, ui_page, methods=["GET"]))
         routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+    limited_paths = [GRAPHQL_PATH, "/metrics"] if expose_metrics else [GRAPHQL_PATH]
     app = Starlette(
         debug=debug,
         routes=routes,
         middleware=[
+            # CORS is the OUTERMOST middleware (first here): a preflight is answered
+            # before anything else runs (no auth, no rate limit), and every response
+            # from further in (401 from auth, 429, 413) passes back through it and
+            # carries the CORS headers, so a page on another origin can read why it
+            # was refused.
+            *cors_middleware(origins),
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
+            # Auth is outside the rate limit, which keys on the principal auth attaches.
             *([Middleware(AuthMiddleware, authenticate=authenticate)] if authenticate else []),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),
+            *(
+                [Middleware(RateLimit, rate=rate_limit, paths=limited_paths)]
+                if rate_limit is not None
+                else []
+            ),
         ],
         lifespan=lifespan,
     )
@@ -214,5 +270,6 @@ def create_app(
     app.state.limits = limits
     app.state.metrics = metrics
     app.state.authenticate = authenticate
-    app.state.cors_origins = tuple(cors_origins)
+    app.state.cors_origins = origins
+    app.state.trusted_documents = documents
     return app

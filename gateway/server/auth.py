@@ -40,6 +40,7 @@ UNAUTHENTICATED = "UNAUTHENTICATED"
 FORBIDDEN = "FORBIDDEN"
 AUTH_UNAVAILABLE = "AUTH_UNAVAILABLE"
 PROTECTED_PREFIXES = ("/graphql", "/metrics", "/ui")
+GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 
 def token_authenticator(tokens: TokenStore) -> Authenticate:
@@ -96,12 +97,15 @@ class AuthMiddleware:
             challenge = 'Bearer realm="session-gateway"'
             if authorization:
                 challenge += ', error="invalid_token"'
-            await _error(send, 401, UNAUTHENTICATED, str(exc), {"WWW-Authenticate": challenge})
+            await _error(
+                scope, send, 401, UNAUTHENTICATED, str(exc), {"WWW-Authenticate": challenge}
+            )
             return
         except Exception:
             correlation = new_correlation_id()
             logger.exception("token check failed (correlation id %s)", correlation)
             await _error(
+                scope,
                 send,
                 503,
                 AUTH_UNAVAILABLE,
@@ -110,16 +114,23 @@ class AuthMiddleware:
             )
             return
         if scope.get("path") == "/metrics" and not principal.sees_all:
-            await _error(send, 403, FORBIDDEN, "/metrics needs a token with the `all` grant", {})
+            await _error(
+                scope, send, 403, FORBIDDEN, "/metrics needs a token with the `all` grant", {}
+            )
             return
         attach_principal(scope, principal)
         await self.app(scope, receive, send)
 
 
-async def _error(send: Send, status: int, code: str, message: str, extra: dict[str, str]) -> None:
+async def _error(
+    scope: Scope, send: Send, status: int, code: str, message: str, extra: dict[str, str]
+) -> None:
+    """A GraphQL-over-HTTP error body, in the GraphQL response type when the client asks."""
     body = json.dumps({"errors": [{"message": message, "extensions": {"code": code}}]}).encode()
+    accept = Headers(scope=scope).get("accept", "")
+    media = GRAPHQL_RESPONSE if GRAPHQL_RESPONSE in accept else "application/json"
     headers = [
-        (b"content-type", b"application/json"),
+        (b"content-type", media.encode()),
         (b"content-length", str(len(body)).encode()),
         (b"cache-control", b"no-store"),
         *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()),

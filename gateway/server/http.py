@@ -13,6 +13,10 @@
   whose body is not JSON is 415; other methods are 405.
 * An operation running past its time limit is 504 with a GraphQL error body.
 * A browser (`Accept: text/html`) asking GET gets the offline GraphiQL page.
+* `documentId` in place of `query` runs a trusted document (see
+  `gateway.server.documents`): an unknown id is answered like a parse error.
+* `Accept: text/event-stream` (GET or POST) streams the operation as GraphQL
+  over SSE (`gateway.server.sse`), e.g. a `sessionEvents` subscription.
 
 Every error body is `{"errors": [...]}` in the negotiated media type, and no
 response carries a stack trace (see `gateway.server.errors`).
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import strawberry
@@ -38,6 +42,7 @@ from strawberry.types.graphql import OperationType
 from gateway.observability.metrics import GatewayMetrics
 
 from .context import Context
+from .documents import DocumentRefused, resolve_document
 from .errors import (
     BAD_REQUEST,
     METHOD_NOT_ALLOWED,
@@ -48,17 +53,16 @@ from .errors import (
     masked_error,
     simple_error,
 )
+from .principal import principal_of
+from .sse import EventStream, wants_event_stream
 
 logger = logging.getLogger("gateway.server")
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 APPLICATION_JSON = "application/json"
 _QUERY_ONLY: tuple[OperationType, ...] = (OperationType.QUERY,)
-_ANY_OPERATION: tuple[OperationType, ...] = (
-    OperationType.QUERY,
-    OperationType.MUTATION,
-    OperationType.SUBSCRIPTION,
-)
+# Subscriptions stream: over SSE (below) or graphql-transport-ws, never as one JSON answer.
+_ANY_OPERATION: tuple[OperationType, ...] = (OperationType.QUERY, OperationType.MUTATION)
 
 
 def _media_ranges(accept: str) -> list[tuple[str, float]]:
@@ -130,7 +134,7 @@ def _check_params(params: Any) -> tuple[str, str | None, dict[str, Any] | None, 
         raise _bad("the request body must be a JSON object with a `query` string")
     query = params.get("query")
     if query is None:
-        raise _bad("the request has no `query` parameter")
+        raise _bad("the request has no `query` (or `documentId`) parameter")
     if not isinstance(query, str):
         raise _bad("the `query` parameter must be a string")
     operation_name = params.get("operationName")
@@ -167,8 +171,12 @@ class GraphQLHTTP:
         operation_timeout: float,
         graphiql_page: Callable[[Request], str] | None,
         metrics: GatewayMetrics | None = None,
+        documents: Mapping[str, str] | None = None,
+        event_stream: EventStream | None = None,
     ) -> None:
         self.metrics = metrics
+        self.documents = documents
+        self.event_stream = event_stream
         self.schema = schema
         self.make_context = make_context
         self.operation_timeout = operation_timeout
@@ -192,6 +200,7 @@ class GraphQLHTTP:
                 q = request.query_params
                 params: Any = {
                     "query": q.get("query"),
+                    "documentId": q.get("documentId"),
                     "operationName": q.get("operationName"),
                     "variables": _json_param(q.get("variables"), "variables"),
                     "extensions": _json_param(q.get("extensions"), "extensions"),
@@ -204,9 +213,25 @@ class GraphQLHTTP:
                 raise RequestError(
                     405, METHOD_NOT_ALLOWED, f"{method} is not supported: use GET or POST"
                 )
+            if isinstance(params, dict):
+                params["query"] = resolve_document(
+                    params,
+                    self.documents,
+                    principal_of(request),
+                    document_error_status=400 if media == GRAPHQL_RESPONSE else 200,
+                )
             query, operation_name, variables, extensions = _check_params(params)
-        except RequestError as exc:
+        except (RequestError, DocumentRefused) as exc:
             return self._error(exc.status, media, simple_error(exc.code, exc.message), method)
+        if self.event_stream is not None and wants_event_stream(accept):
+            return await self.event_stream.respond(
+                request,
+                query,
+                operation_name,
+                variables,
+                extensions,
+                lambda errors: self._respond(400, media, {"errors": errors}),
+            )
         return await self._execute(
             request, media, method, query, operation_name, variables, extensions, allowed
         )
@@ -262,14 +287,13 @@ class GraphQLHTTP:
             )
         except InvalidOperationTypeError as exc:
             kind = exc.operation_type.value
-            return self._error(
-                405,
-                media,
-                simple_error(
-                    METHOD_NOT_ALLOWED, f"{kind} operations are not allowed over {method}"
-                ),
-                method,
-            )
+            message = f"{kind} operations are not allowed over {method}"
+            if exc.operation_type is OperationType.SUBSCRIPTION:
+                message += (
+                    ": subscribe over graphql-transport-ws (WebSocket) or with "
+                    "Accept: text/event-stream (SSE)"
+                )
+            return self._error(405, media, simple_error(METHOD_NOT_ALLOWED, message), method)
         except MissingQueryError:
             return self._error(400, media, simple_error(BAD_REQUEST, "the query is empty"), method)
         except CannotGetOperationTypeError as exc:

@@ -110,8 +110,11 @@ def build_schema(
     if metrics is not None:
         # Errors are counted by the HTTP layer, on the response it actually sends.
         extensions.insert(0, metrics_extension(metrics, count_errors=False))
+    from .subscriptions import Subscription  # imports the event types, like Query
+
     return _QuietSchema(
         query=Query,
+        subscription=Subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
         extensions=extensions,
     )

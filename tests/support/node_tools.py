@@ -6,7 +6,9 @@
 * :func:`run_browser_check` drives GraphiQL in headless Chromium
   (``browser_check.mjs``);
 * :func:`run_ui_check` drives the viewer page (/ui) through a scenario
-  (``ui_check.mjs``).
+  (``ui_check.mjs``);
+* :func:`run_subscription` subscribes with the npm ``graphql-ws`` client
+  (``subscribe.mjs``).
 
 Every subprocess is bounded by a timeout.
 """
@@ -223,4 +225,16 @@ def run_ui_check(
         data: dict[str, Any] = _run_node_json(["ui_check.mjs", scenario], timeout, env=env)
     finally:
         os.unlink(scenario)
+    return data
+
+
+SUBSCRIBE_TIMEOUT_S = 120
+
+
+def run_subscription(spec: dict[str, Any], timeout: float = SUBSCRIBE_TIMEOUT_S) -> dict[str, Any]:
+    """Run one subscription with graphql-ws (see ``subscribe.mjs`` for ``spec``).
+
+    Returns ``{"results": [...], "completed": bool, "error": ..., "closeCode": ...}``.
+    """
+    data: dict[str, Any] = _run_node_json(["subscribe.mjs", json.dumps(spec)], timeout)
     return data

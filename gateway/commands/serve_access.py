@@ -1,0 +1,75 @@
+"""`serve`'s options for browser origins, trusted documents and rate limits (SPEC §10).
+
+Kept apart from `serve` so that command stays about binding and running; each
+option is checked before the server starts (`access_options`), and a bad value
+stops it with one line naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+ENV_CORS_ORIGINS = "SESSION_GATEWAY_CORS_ORIGINS"
+ENV_TRUSTED_DOCUMENTS = "SESSION_GATEWAY_TRUSTED_DOCUMENTS"
+ENV_RATE_LIMIT = "SESSION_GATEWAY_RATE_LIMIT"
+
+
+def add_access_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help=(
+            "a browser origin (scheme://host[:port], or *) whose pages may call /graphql; "
+            f"repeatable (default ${ENV_CORS_ORIGINS}, comma-separated; none)"
+        ),
+    )
+    parser.add_argument(
+        "--trusted-documents",
+        metavar="FILE",
+        default=None,
+        help=(
+            'JSON manifest {"sha256:<hex>": "<document>"} of documents requests may run '
+            "by documentId (make one with `session-gateway documents hash`); "
+            f"default ${ENV_TRUSTED_DOCUMENTS}"
+        ),
+    )
+    parser.add_argument(
+        "--rate-limit",
+        metavar="RATE",
+        default=None,
+        help=(
+            "requests each token (or client address) may make to /graphql and /metrics, "
+            f'e.g. "100/second" or "10/second;1000/hour" (default ${ENV_RATE_LIMIT}; no limit)'
+        ),
+    )
+
+
+def access_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`create_app` keyword arguments from the options (or their env vars); ValueError if bad."""
+    from gateway.server.cors import check_origins
+    from gateway.server.documents import ManifestError, check_manifest, load_manifest
+    from gateway.server.limits import DEFAULT_MAX_TOKENS
+    from gateway.server.ratelimit import parse_rate
+
+    options: dict[str, Any] = {}
+    origins = args.cors_origin
+    if origins is None:
+        origins = [o for o in os.environ.get(ENV_CORS_ORIGINS, "").split(",") if o.strip()]
+    options["cors_origins"] = check_origins(origins)
+    path = args.trusted_documents or os.environ.get(ENV_TRUSTED_DOCUMENTS) or None
+    if path:
+        try:
+            options["trusted_documents"] = check_manifest(
+                load_manifest(path), max_tokens=DEFAULT_MAX_TOKENS
+            )
+        except ManifestError as exc:
+            raise ValueError(f"--trusted-documents {path}: {exc}") from None
+    rate = args.rate_limit or os.environ.get(ENV_RATE_LIMIT) or None
+    if rate:
+        parse_rate(rate)
+        options["rate_limit"] = rate
+    return options

@@ -1,0 +1,132 @@
+"""Per-caller rate limits on `/graphql` and `/metrics` (`serve --rate-limit "100/second"`).
+
+The counting is the `limits` library's (its string notation, e.g. `100/second`
+or `10/second;1000/hour`, and its in-memory async storage). A caller is its
+token (`principal.name`) when the auth layer attached a principal, else its
+client address (which uvicorn takes from `X-Forwarded-For` only for the proxies
+it trusts). Over the limit: HTTP 429, `Retry-After` in whole seconds (at least
+1) and a GraphQL-over-HTTP error body with code `RATE_LIMITED`.
+
+Strategy: fixed window. Each window of the rate's length starts at the
+caller's first request in it and admits `amount` requests; a burst straddling
+two windows can reach twice the rate. The moving window would be exact, but it
+keeps one timestamp per admitted request (memory O(rate) per caller, and each
+hit inserts into a list of that length), whereas a fixed window is one counter
+per caller. Since the counter is per process anyway (N replicas admit up to N
+times the rate), exactness within one process buys little.
+
+The counter is per-process state by nature. "Nothing cached across requests"
+is about answers (data); this holds no data, only counts keyed by caller, and
+the library forgets a key once its window has passed.
+
+Only `/graphql` and `/metrics` are limited: never `/healthz`, `/readyz`, static
+files, or an `OPTIONS` request (a CORS preflight is answered further out, by
+the CORS middleware, in any case). The middleware sits inside the auth
+middleware and reads the principal at request time (`principal_of`), so it
+limits tokens once auth has run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+
+from limits import RateLimitItem, parse_many
+from limits.aio.storage import MemoryStorage
+from limits.aio.strategies import FixedWindowRateLimiter
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .errors import simple_error
+from .http import negotiate
+from .principal import principal_of
+
+RATE_LIMITED = "RATE_LIMITED"
+
+
+def parse_rate(text: str) -> tuple[RateLimitItem, ...]:
+    """The limits in `text` (`100/second`, `10/second;1000/hour`); ValueError if none."""
+    try:
+        items = tuple(parse_many(text.strip())) if isinstance(text, str) else ()
+    except ValueError:
+        items = ()
+    if not items:
+        raise ValueError(
+            f"rate limit {text!r} is not understood: write AMOUNT/PERIOD, e.g. '100/second', "
+            "'6000/minute' or '10/second;1000/hour'"
+        )
+    for item in items:
+        if item.amount < 1:
+            raise ValueError(f"rate limit {text!r} admits nothing: the amount must be at least 1")
+    return items
+
+
+def describe(item: RateLimitItem) -> str:
+    """`100 per second`, `10 per 5 minutes`: how a refusal names the limit it hit."""
+    unit = item.GRANULARITY.name
+    if item.multiples == 1:
+        return f"{item.amount} per {unit}"
+    return f"{item.amount} per {item.multiples} {unit}s"
+
+
+class RateLimit:
+    """ASGI middleware: at most `rate` requests per caller to `paths` (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, rate: str, paths: Iterable[str]) -> None:
+        self.app = app
+        self.items: Sequence[RateLimitItem] = parse_rate(rate)
+        self.paths = frozenset(paths)
+        self.limiter = FixedWindowRateLimiter(MemoryStorage())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") == "OPTIONS"
+            or scope.get("path") not in self.paths
+        ):
+            await self.app(scope, receive, send)
+            return
+        key = self.caller(scope)
+        refused = [item for item in self.items if not await self.limiter.hit(item, key)]
+        if not refused:
+            await self.app(scope, receive, send)
+            return
+        reset = max([(await self.limiter.get_window_stats(i, key)).reset_time for i in refused])
+        await self.refuse(scope, send, refused[0], max(1, math.ceil(reset - time.time())))
+
+    @staticmethod
+    def caller(scope: Scope) -> str:
+        principal = principal_of(scope)
+        if principal is not None:
+            return f"token:{principal.name}"
+        client = scope.get("client")
+        return f"address:{client[0] if client else 'unknown'}"
+
+    async def refuse(self, scope: Scope, send: Send, item: RateLimitItem, retry_after: int) -> None:
+        principal = principal_of(scope)
+        who = "this token" if principal is not None else "this client"
+        error = simple_error(
+            RATE_LIMITED,
+            f"rate limit exceeded: {who} may make {describe(item)}; retry after {retry_after} s",
+        )
+        error["extensions"]["retryAfter"] = retry_after
+        body = json.dumps({"errors": [error]}, separators=(",", ":")).encode()
+        media = negotiate(Headers(scope=scope).get("accept"))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 429,
+                "headers": [
+                    (b"content-type", f"{media}; charset=utf-8".encode()),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(retry_after).encode()),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["RATE_LIMITED", "RateLimit", "describe", "parse_rate"]
