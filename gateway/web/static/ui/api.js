@@ -3,7 +3,7 @@
 // The bearer token (when the gateway wants one) lives in sessionStorage: it is
 // gone when the tab closes and is never written anywhere else.
 
-const TOKEN_KEY = "session-gateway.viewer.token";
+const TOKEN_KEY = "session-gateway.token"; // the key GraphiQL's token field uses too
 const ACCEPT = "application/graphql-response+json, application/json";
 
 export class ApiError extends Error {
