@@ -15,11 +15,13 @@ The context only calls the core; the GraphQL types map what it returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from gateway.core import Observation, SessionHeader, SessionQuery, SessionRecord, SessionView
 
 from .cursors import CursorCodec
+from .yielding import checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class Context:
     obs: Observation
     cursors: CursorCodec
     read_window_max: int
+    started: float = field(default_factory=time.perf_counter)  # for `checkpoint`
 
     @classmethod
     def for_request(cls, query: SessionQuery, cursors: CursorCodec) -> Context:
@@ -63,6 +66,7 @@ class Context:
         Raises SESSION_NOT_FOUND / SOURCE_CONFLICT / PERSISTENCE_FAILED like the
         core's exact reads.
         """
+        await checkpoint(self.started)
         live = self.obs.live_session(session_id)
         if live is not None:
             return SessionRef(live.header, live=True, persisted=None)
@@ -70,6 +74,7 @@ class Context:
         return SessionRef(header, live=False, persisted=True)
 
     async def view(self, session_id: str) -> SessionView:
+        await checkpoint(self.started)
         return await self.obs.view(session_id)
 
 
