@@ -39,7 +39,10 @@ from gateway.observability import (
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
 
 from .context import Context
+from .cost import DEFAULT_MAX_COST
 from .cursors import CursorCodec
+from .errors import new_correlation_id
+from .host_check import HostAllowList
 from .http import GraphQLHTTP
 from .limits import (
     DEFAULT_MAX_ALIASES,
@@ -52,6 +55,7 @@ from .limits import (
 )
 from .principal import Authenticate
 from .schema import build_schema
+from .security_headers import SecurityHeaders
 
 logger = logging.getLogger("gateway.server")
 
@@ -89,12 +93,10 @@ async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
         await asyncio.wait_for(call(), limit_s)
     except TimeoutError:
         return False, f"persistence did not answer within {limit_s:g} s"
-    except Exception as exc:
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        return (
-            False,
-            f"persistence unreachable: {type(exc).__name__}{': ' + detail if detail else ''}",
-        )
+    except Exception as exc:  # the driver's text (host:port, SQL) goes to the log only
+        cid = new_correlation_id()
+        logger.warning("readiness check failed (correlation id %s)", cid, exc_info=exc)
+        return False, f"persistence unreachable ({type(exc).__name__}; correlation id {cid})"
     return True, "persistence reachable"
 
 
@@ -116,6 +118,8 @@ def create_app(
     expose_metrics: bool = True,
     authenticate: Authenticate | None = None,
     cors_origins: Sequence[str] = (),
+    max_cost: int = DEFAULT_MAX_COST,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -127,11 +131,16 @@ def create_app(
     counted when the mounted backend is `instrument_backend(backend, metrics)`.
     `authenticate` turns auth on (see `gateway.server.principal`); None serves
     everyone the whole corpus. `cors_origins` are the browser origins allowed
-    to call `/graphql` from another origin (none by default).
+    to call `/graphql` from another origin (none by default). `max_cost` bounds the
+    objects an operation may return (estimated before it runs: `gateway.server.cost`).
+    `allowed_hosts` are the Host names served (any port; `gateway.server.host_check`;
+    None serves any: `serve` passes the loopback names on a loopback bind).
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
-    limits = Limits(max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout)
+    limits = Limits(
+        max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout, max_cost=max_cost
+    )
     metrics = metrics if metrics is not None else GatewayMetrics()
     schema = build_schema(limits, metrics=metrics)
     cursors = CursorCodec(cursor_secret)
@@ -200,6 +209,8 @@ def create_app(
         middleware=[
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
+            Middleware(SecurityHeaders),
+            *([] if allowed_hosts is None else [Middleware(HostAllowList, allowed=allowed_hosts)]),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),
         ],
         lifespan=lifespan,
