@@ -50,7 +50,7 @@ class Context:
     obs: Observation
     cursors: CursorCodec
     read_window_max: int
-    started: float = field(default_factory=time.perf_counter)  # for `checkpoint`
+    started: float = field(default_factory=time.thread_time)  # for `checkpoint`
 
     @classmethod
     def for_request(cls, query: SessionQuery, cursors: CursorCodec) -> Context:

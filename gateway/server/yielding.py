@@ -19,6 +19,9 @@ first `GRACE` seconds never yield, nor do turns shorter than `SLICE`, so
 ordinary requests keep their batched backend calls (`gateway.core.batching`
 batches the questions asked in one turn).
 
+Times are the loop thread's CPU time (`time.thread_time()`), not wall time:
+waiting for the database is not being busy, and a machine busy with other
+processes does not make a small request look long (and split its batches).
 The state is per event loop (a weak map), so several loops in one process
 (tests, embedding hosts) do not interfere.
 """
@@ -44,7 +47,7 @@ class _Turn:
         self.marked = False  # a `mark` is queued: it runs when the next turn starts
 
     def mark(self) -> None:
-        self.busy_since = time.perf_counter()
+        self.busy_since = time.thread_time()
         self.draining = False
         self.marked = False
 
@@ -54,8 +57,9 @@ _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turn] = weakref.We
 
 async def checkpoint(started: float) -> None:
     """Yield to the event loop if the current loop turn has been busy for `SLICE` seconds
-    and the request (begun at `started`, a `time.perf_counter()`) for `GRACE` seconds."""
-    if time.perf_counter() - started < GRACE:
+    and the loop for `GRACE` seconds since the request began (`started`, a
+    `time.thread_time()` of the loop's thread)."""
+    if time.thread_time() - started < GRACE:
         return
     loop = asyncio.get_running_loop()
     turn = _turns.get(loop)
@@ -65,10 +69,10 @@ async def checkpoint(started: float) -> None:
         if not turn.draining:
             if not turn.marked:  # first checkpoint of this turn: measure from now
                 turn.marked = True
-                turn.busy_since = time.perf_counter()
+                turn.busy_since = time.thread_time()
                 loop.call_soon(turn.mark)
                 return
-            if time.perf_counter() - turn.busy_since < SLICE:
+            if time.thread_time() - turn.busy_since < SLICE:
                 return
             turn.draining = True  # the queued `mark` ends the drain next turn
         await asyncio.sleep(0)
