@@ -16,6 +16,11 @@ or from --database when given.
 The gateway has no authentication yet: it is trusted infrastructure and binds
 to loopback (127.0.0.1) by default. Binding any other address needs
 --allow-remote, and should only be done behind something that authenticates.
+
+On a loopback bind only requests whose Host header is localhost, 127.0.0.1,
+[::1] or the bind address are served (421 otherwise: DNS-rebinding
+protection); --allowed-host adds names. --max-cost bounds the objects one
+operation may return (gateway.server.cost).
 """
 
 from __future__ import annotations
