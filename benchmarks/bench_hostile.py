@@ -370,7 +370,7 @@ def main() -> int:
         f"{args.gateway_src or 'this checkout'}; attack {seconds:g} s x 4 threads, "
         f"limit {limit:g} s"
     )
-    print(f"{'attack':45} {'answers':38} {'slowest':>10} {'healthz worst':>14} {'p99':>9}")
+    print(f"{'attack':45} {'answers':44} {'slowest':>10} {'healthz worst':>14} {'p99':>9}")
     worst_p99 = 0.0
     server.start()
     try:
@@ -381,7 +381,7 @@ def main() -> int:
             health_p99 = p99(outcome.health)
             worst_p99 = max(worst_p99, health_p99)
             print(
-                f"{attack.name:45} {answers[:38]:38} {ms(outcome.slowest):>10} "
+                f"{attack.name:45} {answers[:44]:44} {ms(outcome.slowest):>10} "
                 f"{ms(health_worst):>14} {ms(health_p99):>9}",
                 flush=True,
             )

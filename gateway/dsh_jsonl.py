@@ -186,7 +186,8 @@ def _file_kind(mode: int) -> str:
 
 
 _Line = tuple[int, "str | None", bool]
-"""(1-based number, text without its newline or None when not UTF-8, newline-terminated)."""
+"""(1-based number, its text (a trailing newline may remain) or None when not UTF-8,
+newline-terminated)."""
 
 
 def _file_lines(file: BinaryIO, path: str, limit: int) -> Iterator[_Line]:
@@ -204,17 +205,19 @@ def _file_lines(file: BinaryIO, path: str, limit: int) -> Iterator[_Line]:
                 path=path,
                 line=number,
             )
-        body = raw[:-1] if terminated else raw
+        size = len(raw)
         try:
-            yield number, body.decode("utf-8"), terminated
+            line: str | None = raw.decode("utf-8")  # its newline stays: JSON allows it
         except UnicodeDecodeError as exc:
             if terminated or number == 1:
                 at = offset + exc.start
                 raise ArtifactError(
-                    f"not UTF-8: byte {body[exc.start]:#04x} at offset {at}", path=path, line=number
+                    f"not UTF-8: byte {raw[exc.start]:#04x} at offset {at}", path=path, line=number
                 ) from None
-            yield number, None, False
-        offset += len(raw)
+            line = None
+        del raw  # one copy of a long line at a time: the text, then what JSON makes of it
+        yield number, line, terminated
+        offset += size
 
 
 def _text_lines(text: str) -> Iterator[_Line]:
@@ -224,6 +227,10 @@ def _text_lines(text: str) -> Iterator[_Line]:
         if index == last and line == "":
             return  # the newline that terminates the last record
         yield index + 1, line, index < last
+
+
+def _blank(line: str) -> bool:
+    return not line or line.isspace()  # not strip(): that copies a long line
 
 
 def parse_artifact(text: str, *, path: str | None = None) -> Artifact:
@@ -246,12 +253,12 @@ def _parse_lines(lines: Iterable[_Line], path: str | None) -> Artifact:
                 raise ArtifactError("not UTF-8", path=path, line=1)
             header = _parse_header(line, path)
             continue
-        if not terminated and (line is None or (line.strip() and _loads(line) is _NOT_JSON)):
+        if not terminated and (line is None or (not _blank(line) and _loads(line) is _NOT_JSON)):
             why = "not UTF-8" if line is None else "no newline, not JSON"
             warnings.append(_located(f"discarded a torn final record ({why})", path, number))
             break
         assert line is not None
-        if not line.strip():
+        if _blank(line):
             blank.append(number)
             continue
         events.extend(_parse_record(line, path, number))
