@@ -103,7 +103,7 @@ async def test_fragment_cycles_are_reported_by_validation_not_looped_on() -> Non
 
 async def test_many_copies_of_one_field_are_refused_before_the_overlap_rule() -> None:
     app = create_app(corpus(5))
-    for copies, words in ((1249, "2498 selections"), (400, "fields named 'sessions'")):
+    for copies, words in ((1249, "more than 1000 selections"), (400, "named 'sessions'")):
         query = "{" + " ".join("sessions { totalCount }" for _ in range(copies)) + "}"
         started = time.perf_counter()
         body = await gql(app, query)

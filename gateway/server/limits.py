@@ -42,7 +42,7 @@ from strawberry.schema.schema import validate_document
 from strawberry.types.execution import ExecutionContext
 
 from .cost import DEFAULT_MAX_COST, CostModel
-from .document_limits import DocumentLimits, check_document
+from .document_limits import DocumentLimits, check_document, lexical_refusal
 from .errors import PAYLOAD_TOO_LARGE, VALIDATION_FAILED, simple_error
 
 T = TypeVar("T")
@@ -155,6 +155,9 @@ def limit_extensions(limits: Limits) -> list[type[SchemaExtension]]:
                 documents.move_to_end(ctx.query)  # type: ignore[arg-type]
                 ctx.graphql_document = known[0]
             elif ctx.query:
+                early = lexical_refusal(ctx.query, limits.max_tokens, limits.max_selections)
+                if early is not None:  # refused before graphql-core's slow parser runs
+                    raise GraphQLError(early.message, extensions={"code": early.code})
                 ctx.graphql_document = await _off_loop(len(ctx.query), parse_document, ctx.query)
             yield
 
