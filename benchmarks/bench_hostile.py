@@ -5,17 +5,19 @@
 A SQLite corpus (a 600-event session, 50 small ones, one event whose payload
 holds a lone surrogate) is served by uvicorn in a child process on a
 loopback port, by `create_app` with the loopback Host allow-list (when the
-code has one). For each attack, attacker threads repeat the request for a few
-seconds while one prober thread GETs `/healthz` every 10 ms; printed per
-attack: the status / error code of the attack's answers, its slowest answer,
-and the worst and p99 `/healthz` latency while it ran. A request that does not
-answer within the time limit counts as a stall: the server is killed
-(SIGKILL: a stalled one ignores SIGTERM) and started again for the next attack.
+code has one). For each attack, attacker threads (two by default,
+`--attackers N`) repeat the request for a few seconds while one prober thread
+GETs `/healthz` every 10 ms; printed per attack: the status / error code of
+the attack's answers, its slowest answer, and the worst and p99 `/healthz`
+latency while it ran. A request that does not answer within the time limit
+counts as a stall: the server is killed (SIGKILL: a stalled one ignores
+SIGTERM) and started again for the next attack.
 
-Then, in-process: the worst parse+validate time over fragment fan-outs up to
-the 5,000-token limit (target <= 100 ms for any accepted-size document), and
-the server's RSS before and after 10,000 hostile requests (target growth <=
-10 %). Targets: `/healthz` p99 <= 100 ms during every attack.
+Then the server's RSS before and after 10,000 hostile requests (the attacks
+round-robin; target growth <= 10 %), and in-process the worst time to answer
+(parse, checks, validation, refusal or execution) over fragment fan-outs up to
+the 5,000-token limit (target <= 100 ms for any accepted-size document).
+Target for the attacks: `/healthz` p99 <= 100 ms during every attack.
 
 `--gateway-src DIR` runs the server (and the validation sweep) on another
 checkout's `gateway` package, e.g. the code before the fix:
@@ -351,6 +353,9 @@ def main() -> int:
     parser.add_argument("--gateway-src", help="run another checkout's gateway package")
     parser.add_argument("--rss-requests", type=int, default=10_000)
     parser.add_argument("--skip-attacks", action="store_true", help="only the RSS figure")
+    parser.add_argument(
+        "--attackers", type=int, default=2, help="threads repeating each attack (default 2)"
+    )
     parser.add_argument("--serve", metavar="DATABASE", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -367,7 +372,7 @@ def main() -> int:
     server = Server(database, args.gateway_src, tmp / "server.log")
     print(
         f"# bench_hostile ({'quick' if args.quick else 'full'}), gateway from "
-        f"{args.gateway_src or 'this checkout'}; attack {seconds:g} s x 4 threads, "
+        f"{args.gateway_src or 'this checkout'}; attack {seconds:g} s x {args.attackers} threads, "
         f"limit {limit:g} s"
     )
     print(f"{'attack':45} {'answers':44} {'slowest':>10} {'healthz worst':>14} {'p99':>9}")
@@ -375,7 +380,7 @@ def main() -> int:
     server.start()
     try:
         for attack in [] if args.skip_attacks else attacks(args.quick):
-            outcome = run_attack(server, attack, seconds, limit, threads=4)
+            outcome = run_attack(server, attack, seconds, limit, threads=args.attackers)
             answers = ", ".join(f"{k} x{v}" for k, v in sorted(outcome.answers.items()))
             health_worst = max(outcome.health, default=float("nan"))
             health_p99 = p99(outcome.health)
