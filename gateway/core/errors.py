@@ -47,7 +47,8 @@ def backend_failure(what: str, exc: BaseException) -> SessionQueryError:
 
     Driver messages hold SQL, bound parameters and host:port; they go to the log
     with a fresh correlation id, and the error (its message and its
-    `correlation_id`) names only what failed, the exception's class and that id.
+    `correlation_id`) names only what failed, the class of the exception at the root
+    of it and that id.
     """
     correlation_id = secrets.token_hex(8)
     _log.error(
@@ -60,8 +61,22 @@ def backend_failure(what: str, exc: BaseException) -> SessionQueryError:
     )
     error = SessionQueryError(
         ErrorCode.PERSISTENCE_FAILED,
-        f"persistence backend failed to {what} ({type(exc).__name__}; "
+        f"persistence backend failed to {what} ({type(_root_cause(exc)).__name__}; "
         f"correlation id {correlation_id})",
     )
     error.correlation_id = correlation_id
     return error
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception a wrapper stands for (a database library's `orig`, or the
+    `__cause__` chain): its class says what happened (`QueryCanceledError`,
+    `ConnectionRefusedError`) where the wrapper's says only `DBAPIError`."""
+    for _ in range(8):
+        inner = getattr(exc, "orig", None)
+        if not isinstance(inner, BaseException):
+            inner = exc.__cause__
+        if inner is None or inner is exc:
+            return exc
+        exc = inner
+    return exc
