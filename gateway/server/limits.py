@@ -42,7 +42,7 @@ from strawberry.schema.schema import validate_document
 from strawberry.types.execution import ExecutionContext
 
 from .cost import DEFAULT_MAX_COST, CostModel
-from .document_limits import DocumentLimits, check_document, lexical_refusal
+from .document_limits import DocumentLimits, Refusal, check_document, lexical_refusal
 from .errors import PAYLOAD_TOO_LARGE, VALIDATION_FAILED, simple_error
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ def limit_extensions(limits: Limits) -> list[type[SchemaExtension]]:
         max_cost=limits.max_cost,
     )
     models: list[CostModel] = []  # the schema's list bounds, read once per app
-    _off_loop = _OffLoop()
+    off_loop = _OffLoop()
 
     def model(schema: GraphQLSchema) -> CostModel:
         if not models:
@@ -158,7 +158,7 @@ def limit_extensions(limits: Limits) -> list[type[SchemaExtension]]:
                 early = lexical_refusal(ctx.query, limits.max_tokens, limits.max_selections)
                 if early is not None:  # refused before graphql-core's slow parser runs
                     raise GraphQLError(early.message, extensions={"code": early.code})
-                ctx.graphql_document = await _off_loop(len(ctx.query), parse_document, ctx.query)
+                ctx.graphql_document = await off_loop(len(ctx.query), parse_document, ctx.query)
             yield
 
         async def on_validate(self) -> AsyncIterator[None]:
@@ -171,7 +171,7 @@ def limit_extensions(limits: Limits) -> list[type[SchemaExtension]]:
             known = documents.get(query) if query is not None else None
             cached = known[1] if known is not None and known[0] is document else None
             size = len(query or "")
-            errors, fresh = await _off_loop(size, check, ctx, document, cached)
+            errors, fresh = await off_loop(size, check, ctx, document, cached)
             ctx.pre_execution_errors = errors  # strawberry does not validate again
             yield
             if fresh and known is None and query is not None:
@@ -205,7 +205,7 @@ class _OffLoop:
         return await loop.run_in_executor(self._executor, partial(fn, *args))
 
 
-def _several_operations(document: DocumentNode, operation_name: str | None) -> Any:
+def _several_operations(document: DocumentNode, operation_name: str | None) -> Refusal | None:
     """A refusal when the document has several operations and the request names none
     (the GraphQL spec's GetOperation: graphql-core would otherwise run the first)."""
     if operation_name is not None:
@@ -213,8 +213,6 @@ def _several_operations(document: DocumentNode, operation_name: str | None) -> A
     operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
     if operations < 2:
         return None
-    from .document_limits import Refusal
-
     return Refusal(
         VALIDATION_FAILED,
         f"the document has {operations} operations: choose one with `operationName`",
