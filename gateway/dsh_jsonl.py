@@ -53,14 +53,16 @@ This module is pure: stdlib and ``gateway.core`` only.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from os import PathLike
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from gateway.core.ids import id_problem, text_problem
 from gateway.core.model import SessionEvent, SessionHeader
 
 __all__ = [
@@ -74,6 +76,9 @@ __all__ = [
 SUPPORTED_VERSION = 0
 MAX_SAFE_INT = 2**53 - 1
 """The largest integer a JSON reader written in JavaScript (the harness) keeps exact."""
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest line read (its newline not counted): a longer one refuses the file."""
 
 MIN_PACKED_RUN = 3
 """The harness packs runs of at least this many deltas; shorter runs stay plain lines."""
@@ -132,6 +137,11 @@ def _located(message: str, path: str | None, line: int | None) -> str:
     return message
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def _is_safe_int(value: object) -> bool:
     """An int (never a bool) that a JavaScript reader keeps exact."""
     return type(value) is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT
@@ -140,27 +150,87 @@ def _is_safe_int(value: object) -> bool:
 # --------------------------------------------------------------------- reading
 
 
-def read_artifact(path: str | PathLike[str]) -> Artifact:
-    """Read and parse the artifact at `path` (UTF-8; an OSError propagates)."""
+def read_artifact(
+    path: str | PathLike[str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Artifact:
+    """Read and parse the artifact at `path`, line by line (UTF-8; an OSError propagates).
+
+    Only regular files are read: a FIFO would block forever, a device such as
+    /dev/zero never ends, a directory is no artifact. A line longer than
+    `max_line_bytes` (its newline not counted) is refused before it is held in
+    memory whole.
+    """
     name = str(path)
-    text, warnings = _decode(Path(path).read_bytes(), name)
-    artifact = parse_artifact(text, path=name)
-    return Artifact(artifact.header, artifact.events, (*warnings, *artifact.warnings))
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise ArtifactError(
+            f"not a regular file ({_file_kind(mode)}): only regular artifact files are read, "
+            "since a pipe or device can block or never end",
+            path=name,
+        )
+    with open(path, "rb") as file:
+        return _parse_lines(_file_lines(file, name, max_line_bytes), name)
 
 
-def _decode(raw: bytes, path: str) -> tuple[str, list[str]]:
-    """Decode UTF-8; invalid bytes in an unterminated tail make it a torn record."""
-    try:
-        return raw.decode("utf-8"), []
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        tail_start = raw.rfind(b"\n") + 1
-        if exc.start < tail_start or tail_start == 0:
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a file"
+
+
+_Line = tuple[int, "str | None", bool]
+"""(1-based number, its text (a trailing newline may remain) or None when not UTF-8,
+newline-terminated)."""
+
+
+def _file_lines(file: BinaryIO, path: str, limit: int) -> Iterator[_Line]:
+    offset = 0
+    number = 0
+    while True:
+        raw = file.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        terminated = raw.endswith(b"\n")
+        if len(raw) > limit and not terminated:
             raise ArtifactError(
-                f"not UTF-8: byte {raw[exc.start]:#04x} at offset {exc.start}", path=path, line=line
-            ) from None
-        committed = raw[:tail_start].decode("utf-8")
-        return committed, [_located("discarded a torn final record (not UTF-8)", path, line)]
+                f"line is longer than the limit of {limit:,} bytes (--max-line-bytes)",
+                path=path,
+                line=number,
+            )
+        size = len(raw)
+        try:
+            line: str | None = raw.decode("utf-8")  # its newline stays: JSON allows it
+        except UnicodeDecodeError as exc:
+            if terminated or number == 1:
+                at = offset + exc.start
+                raise ArtifactError(
+                    f"not UTF-8: byte {raw[exc.start]:#04x} at offset {at}", path=path, line=number
+                ) from None
+            line = None
+        del raw  # one copy of a long line at a time: the text, then what JSON makes of it
+        yield number, line, terminated
+        offset += size
+
+
+def _text_lines(text: str) -> Iterator[_Line]:
+    lines = text.split("\n")  # not splitlines(): JSON strings may hold U+2028 and friends
+    last = len(lines) - 1
+    for index, line in enumerate(lines):
+        if index == last and line == "":
+            return  # the newline that terminates the last record
+        yield index + 1, line, index < last
+
+
+def _blank(line: str) -> bool:
+    return not line or line.isspace()  # not strip(): that copies a long line
 
 
 def parse_artifact(text: str, *, path: str | None = None) -> Artifact:
@@ -169,24 +239,31 @@ def parse_artifact(text: str, *, path: str | None = None) -> Artifact:
     Raises ArtifactError naming the line for anything the module docstring
     does not tolerate; tolerated oddities come back in `warnings`.
     """
-    lines = text.split("\n")  # not splitlines(): JSON strings may hold U+2028 and friends
+    return _parse_lines(_text_lines(text), path)
+
+
+def _parse_lines(lines: Iterable[_Line], path: str | None) -> Artifact:
     warnings: list[str] = []
-    if lines[-1] == "":
-        lines.pop()  # the newline that terminates the last record
-    elif len(lines) > 1 and lines[-1].strip() and _loads(lines[-1]) is _NOT_JSON:
-        lines.pop()
-        torn = "discarded a torn final record (no newline, not JSON)"
-        warnings.append(_located(torn, path, len(lines) + 1))
-    if not lines:
-        raise ArtifactError("empty artifact: no session header", path=path, line=1)
-    header = _parse_header(lines[0], path)
+    header: SessionHeader | None = None
     events: list[SessionEvent] = []
     blank: list[int] = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
+    for number, line, terminated in lines:
+        if header is None:
+            if line is None:  # pragma: no cover - _file_lines raises for line 1
+                raise ArtifactError("not UTF-8", path=path, line=1)
+            header = _parse_header(line, path)
+            continue
+        if not terminated and (line is None or (not _blank(line) and _loads(line) is _NOT_JSON)):
+            why = "not UTF-8" if line is None else "no newline, not JSON"
+            warnings.append(_located(f"discarded a torn final record ({why})", path, number))
+            break
+        assert line is not None
+        if _blank(line):
             blank.append(number)
             continue
         events.extend(_parse_record(line, path, number))
+    if header is None:
+        raise ArtifactError("empty artifact: no session header", path=path, line=1)
     if blank:
         warnings.append(_located(f"skipped blank line(s) {_first_few(blank)}", path, None))
     return Artifact(header, tuple(events), tuple(warnings))
@@ -209,6 +286,13 @@ def _loads(line: str) -> Any:
 
 
 def _parse_header(line: str, path: str | None) -> SessionHeader:
+    if line.startswith("\ufeff"):
+        raise ArtifactError(
+            "line 1 starts with a UTF-8 byte order mark (bytes EF BB BF): artifacts are "
+            "UTF-8 without one; remove those three bytes",
+            path=path,
+            line=1,
+        )
     obj = _loads(line)
     if not isinstance(obj, dict):
         what = "is not JSON" if obj is _NOT_JSON else "is not a JSON object"
@@ -221,6 +305,11 @@ def _parse_header(line: str, path: str | None) -> SessionHeader:
         header = SessionHeader.from_json(obj)
     except ValueError as exc:
         raise ArtifactError(f"invalid session header: {exc}", path=path, line=1) from None
+    for name in ("id", "parent_session", "cwd", "origin", "agent_preset"):
+        value = getattr(header, name)
+        problem = id_problem(value) if name == "id" else value and text_problem(value)
+        if problem:
+            raise ArtifactError(f"header field {_camel(name)} {problem}", path=path, line=1)
     if header.version != SUPPORTED_VERSION:
         raise ArtifactError(
             f"format version {header.version} is not supported (only {SUPPORTED_VERSION})",
@@ -234,6 +323,15 @@ def _parse_record(line: str, path: str | None, number: int) -> list[SessionEvent
     obj = _loads(line)
     if obj is _NOT_JSON:
         raise ArtifactError("not a JSON record", path=path, line=number)
+    if isinstance(obj, dict) and obj.get("type") == "session":
+        raise ArtifactError(
+            "a second session header: an artifact holds one session, whose header is line 1",
+            path=path,
+            line=number,
+        )
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if isinstance(kind, str) and (problem := text_problem(kind)) is not None:
+        raise ArtifactError(f"event type {problem}", path=path, line=number)
     if isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"] in _ROW_TYPES:
         try:
             return _expand_row(obj)

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Literal
 
 from gateway.core.errors import SessionQueryError
-from gateway.dsh_jsonl import Artifact, ArtifactError, read_artifact
-from gateway.persistence.errors import PersistenceError
+from gateway.dsh_jsonl import DEFAULT_MAX_LINE_BYTES, Artifact, ArtifactError, read_artifact
+from gateway.persistence.errors import PersistenceError, describe_failure
 from gateway.persistence.sql import ImportOutcome, SqlPersistence
 from gateway.persistence.writes import PreparedImport, prepare_import
 
@@ -149,10 +149,10 @@ def _located(exc: ArtifactError) -> str:
     return f"line {exc.line}: {exc.message}"
 
 
-def _read(path: Path) -> Artifact | FileReport:
+def _read(path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Artifact | FileReport:
     """The parsed artifact, or the refusal of a file that cannot be read or parsed."""
     try:
-        return read_artifact(path)
+        return read_artifact(path, max_line_bytes=max_line_bytes)
     except ArtifactError as exc:
         return FileReport(str(path), "refused", reason=_located(exc))
     except OSError as exc:
@@ -164,7 +164,7 @@ def _reason(exc: BaseException) -> str:
         return exc.message
     if isinstance(exc, PersistenceError):
         return str(exc)
-    return f"could not be written: {type(exc).__name__}: {str(exc).strip()}"
+    return f"could not be written: {describe_failure(exc)}"
 
 
 def _outcome_report(
@@ -210,11 +210,13 @@ _Loaded = FileReport | tuple[tuple[str, ...], PreparedImport]
 """A file's refusal, or its warnings and its log ready for `import_prepared`."""
 
 
-def _load_batch(paths: Sequence[Path]) -> list[_Loaded]:
+def _load_batch(
+    paths: Sequence[Path], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> list[_Loaded]:
     """Read, parse, validate and encode each file (in a worker process or thread)."""
     out: list[_Loaded] = []
     for path in paths:
-        read = _read(path)
+        read = _read(path, max_line_bytes)
         if isinstance(read, FileReport):
             out.append(read)
             continue
@@ -250,6 +252,7 @@ async def import_paths(
     replace: bool = False,
     progress: ProgressCallback | None = None,
     collected: tuple[list[Path], list[FileReport]] | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> ImportSummary:
     """Import every artifact under `paths` (files and directories), in file order.
 
@@ -275,9 +278,9 @@ async def import_paths(
         try:
             if pool is None:
                 raise RuntimeError("no worker processes")
-            future = loop.run_in_executor(pool, _load_batch, batch)
+            future = loop.run_in_executor(pool, _load_batch, batch, max_line_bytes)
         except RuntimeError:  # no pool, or it broke: load in a thread
-            future = asyncio.ensure_future(asyncio.to_thread(_load_batch, batch))
+            future = asyncio.ensure_future(asyncio.to_thread(_load_batch, batch, max_line_bytes))
         ahead.append((batch, future))
 
     depth = workers + 1
@@ -290,7 +293,7 @@ async def import_paths(
             try:
                 loaded = await future
             except Exception:  # a worker process died: load this batch here instead
-                loaded = await asyncio.to_thread(_load_batch, batch)
+                loaded = await asyncio.to_thread(_load_batch, batch, max_line_bytes)
             ready = [item[1] for item in loaded if not isinstance(item, FileReport)]
             outcomes = iter(await backend.import_prepared(ready, replace=replace))
             for path, item in zip(batch, loaded, strict=True):

@@ -437,7 +437,7 @@ def test_module_imports_only_stdlib_and_gateway_core():
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module or "")
-    gateway_modules = {"gateway.core.model", "gateway.core.jsonvalue"}
+    gateway_modules = {"gateway.core.model", "gateway.core.jsonvalue", "gateway.core.ids"}
     assert {m for m in imported if m.startswith("gateway")} <= gateway_modules
     assert all(m.split(".")[0] in sys.stdlib_module_names for m in imported - gateway_modules)
 
@@ -509,16 +509,18 @@ def logs(draw: st.DrawFn) -> list[SessionEvent]:
     return events
 
 
+# header text is storable text (gateway.core.ids): no NUL, no lone surrogate
+header_text = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
 headers = st.builds(
     SessionHeader,
-    id=st.text(min_size=1, max_size=5),
+    id=st.text(header_text, min_size=1, max_size=5),
     created_at=st.integers(0, MAX_SAFE_INT),
-    cwd=st.none() | st.text(max_size=5),
-    parent_session=st.none() | st.text(min_size=1, max_size=5),
+    cwd=st.none() | st.text(header_text, max_size=5),
+    parent_session=st.none() | st.text(header_text, min_size=1, max_size=5),
     seed_length=st.none() | st.integers(0, 9),
     origin=st.none() | st.just("subagent"),
     delegation_depth=st.none() | st.integers(0, 3),
-    agent_preset=st.none() | st.text(max_size=5),
+    agent_preset=st.none() | st.text(header_text, max_size=5),
 )
 
 

@@ -285,7 +285,9 @@ async def test_persistence_failure_keeps_live_sessions_readable() -> None:
     app = create_app(SessionQuery(live=[store], persistence=down))
     body = await gql(app, "{ sessions { totalCount } }")
     assert codes(body) == ["SESSION_QUERY_PERSISTENCE_FAILED"]
-    assert "database is down" in body["errors"][0]["message"]
+    error = body["errors"][0]
+    assert "ConnectionError" in error["message"] and "database is down" not in error["message"]
+    assert error["extensions"]["correlationId"] in error["message"]
     body = await gql(app, '{ session(id: "live") { id live events { totalCount } } }')
     assert body == {"data": {"session": {"id": "live", "live": True, "events": {"totalCount": 5}}}}
 

@@ -12,9 +12,13 @@ is written, and the session is written in one transaction. Outcomes:
              (importing the same files again is a no-op)
   replaced   a different log was stored under the id; --replace swapped it
   refused    nothing was written; the reason names the line or the rule:
-             a line that is not JSON, a missing or malformed header, a
-             malformed packed row, a log that breaks a surface rule, or a
-             different log already stored under the id (without --replace)
+             a line that is not JSON or longer than --max-line-bytes, a
+             missing, malformed or repeated header (or one behind a UTF-8
+             byte order mark), an id or header text with NUL or a lone
+             surrogate, a malformed packed row, a log that breaks a surface
+             rule, a different log already stored under the id (without
+             --replace), or a path that is not a regular file (a FIFO or
+             device would block or never end)
 
 A torn final record (the last line has no newline and is not JSON, as an
 interrupted writer leaves it) is discarded with a warning, as the harness that
@@ -40,6 +44,7 @@ import sys
 from typing import TextIO
 
 from gateway.commands import add_database_argument
+from gateway.dsh_jsonl import DEFAULT_MAX_LINE_BYTES
 from gateway.ingest import STATUSES, FileReport, ImportSummary, import_paths
 from gateway.persistence.engine import (
     DatabaseUrlError,
@@ -61,6 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--replace",
         action="store_true",
         help="replace a different log already stored under a session id (default: refuse it)",
+    )
+    parser.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"refuse a file with a line longer than N bytes (default {DEFAULT_MAX_LINE_BYTES:,}, "
+        "64 MiB): files are read line by line, so memory follows the longest line",
     )
     parser.add_argument(
         "--progress",
@@ -165,7 +178,12 @@ async def _import(args: argparse.Namespace) -> int:
         )
         bar = ProgressBar(sys.stderr, len(files)) if show and files else None
         summary = await import_paths(
-            backend, args.paths, replace=args.replace, progress=bar, collected=collected
+            backend,
+            args.paths,
+            replace=args.replace,
+            progress=bar,
+            collected=collected,
+            max_line_bytes=args.max_line_bytes,
         )
     finally:
         await backend.close()
@@ -174,4 +192,7 @@ async def _import(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.max_line_bytes < 1:
+        print("session-gateway import: --max-line-bytes must be positive", file=sys.stderr)
+        return 2
     return asyncio.run(_import(args))

@@ -21,6 +21,11 @@ tokens' hashing key comes from $SESSION_GATEWAY_TOKEN_KEY, else the key file
 it binds loopback (127.0.0.1) by default; binding another address needs
 --allow-remote, which also needs --auth tokens (or --insecure-no-auth when
 something in front of the gateway authenticates).
+
+On a loopback bind only requests whose Host header is localhost, 127.0.0.1,
+[::1] or the bind address are served (421 otherwise: DNS-rebinding
+protection); --allowed-host adds names. --max-cost bounds the objects one
+operation may return (gateway.server.cost).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from gateway.commands import add_database_argument
 from gateway.commands.serve_access import access_options, add_access_arguments
 from gateway.observability.logging import add_logging_arguments
 from gateway.persistence.engine import default_database_url
+from gateway.server.cost import DEFAULT_MAX_COST
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -74,6 +80,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --allow-remote: serve without auth (only behind a proxy that authenticates)",
     )
     parser.add_argument(
+        "--max-cost",
+        type=int,
+        default=DEFAULT_MAX_COST,
+        metavar="N",
+        help=f"refuse operations estimated to return more than N objects "
+        f"(QUERY_TOO_COSTLY; default {DEFAULT_MAX_COST:,})",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also serve requests whose Host header names HOST (repeatable; any port; "
+        "'*.example.com' for subdomains). On a loopback bind only localhost, 127.0.0.1 "
+        "and [::1] are served otherwise (DNS-rebinding protection); on another bind "
+        "without this option, any Host is served",
+    )
+    parser.add_argument(
         "--agent-interval",
         type=float,
         default=1.0,
@@ -92,6 +116,17 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def allowed_hosts(bind: str, extra: list[str]) -> tuple[str, ...] | None:
+    """The Host names `serve` answers: the loopback names and the bind address itself,
+    plus `extra`; None (any Host) on a non-loopback bind when `extra` is empty."""
+    from gateway.server.host_check import LOOPBACK_HOSTS
+
+    if not is_loopback(bind) and not extra:
+        return None
+    own = f"[{bind.strip('[]')}]" if ":" in bind else bind  # e.g. 127.0.0.2 itself
+    return tuple(dict.fromkeys((*LOOPBACK_HOSTS, own.lower(), *extra)))
 
 
 def remote_refusal(host: str) -> str:
@@ -195,6 +230,8 @@ async def serve(args: argparse.Namespace) -> int:
             print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
             return 2
         options["authenticate"] = token_authenticator(TokenStore(raw_backend, key))
+    options["max_cost"] = args.max_cost
+    options["allowed_hosts"] = allowed_hosts(args.host, args.allowed_host)
     app = create_app(query, **options)
     config = uvicorn.Config(
         app,
@@ -232,6 +269,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not is_loopback(args.host) and mode == "none" and not args.insecure_no_auth:
         print(f"session-gateway serve: {remote_without_auth_refusal(args.host)}", file=sys.stderr)
+        return 2
+    if args.max_cost < 1:
+        print(
+            f"session-gateway serve: --max-cost must be positive, got {args.max_cost}",
+            file=sys.stderr,
+        )
         return 2
     if not 0 <= args.port <= 65535:
         print(f"session-gateway serve: --port must be 0..65535, got {args.port}", file=sys.stderr)

@@ -6,6 +6,8 @@ One exception class carries one of eight codes; every layer above the core
 
 from __future__ import annotations
 
+import logging
+import secrets
 from enum import StrEnum
 
 
@@ -25,6 +27,9 @@ class ErrorCode(StrEnum):
 class SessionQueryError(Exception):
     """A contract failure: `code` is one of `ErrorCode`, `message` says what was wrong."""
 
+    correlation_id: str | None = None
+    """Set on PERSISTENCE_FAILED from a backend exception: the id of its log line."""
+
     def __init__(self, code: ErrorCode | str, message: str) -> None:
         self.code = ErrorCode(code)
         self.message = message
@@ -32,3 +37,46 @@ class SessionQueryError(Exception):
 
     def __reduce__(self) -> tuple[type[SessionQueryError], tuple[str, str]]:
         return (SessionQueryError, (self.code.value, self.message))
+
+
+_log = logging.getLogger("gateway.core")
+
+
+def backend_failure(what: str, exc: BaseException) -> SessionQueryError:
+    """PERSISTENCE_FAILED for a backend exception, its text kept out of the message.
+
+    Driver messages hold SQL, bound parameters and host:port; they go to the log
+    with a fresh correlation id, and the error (its message and its
+    `correlation_id`) names only what failed, the class of the exception at the root
+    of it and that id.
+    """
+    correlation_id = secrets.token_hex(8)
+    _log.error(
+        "persistence backend failed to %s (correlation id %s): %s: %s",
+        what,
+        correlation_id,
+        type(exc).__name__,
+        exc,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    error = SessionQueryError(
+        ErrorCode.PERSISTENCE_FAILED,
+        f"persistence backend failed to {what} ({type(_root_cause(exc)).__name__}; "
+        f"correlation id {correlation_id})",
+    )
+    error.correlation_id = correlation_id
+    return error
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception a wrapper stands for (a database library's `orig`, or the
+    `__cause__` chain): its class says what happened (`QueryCanceledError`,
+    `ConnectionRefusedError`) where the wrapper's says only `DBAPIError`."""
+    for _ in range(8):
+        inner = getattr(exc, "orig", None)
+        if not isinstance(inner, BaseException):
+            inner = exc.__cause__
+        if inner is None or inner is exc:
+            return exc
+        exc = inner
+    return exc

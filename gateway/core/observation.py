@@ -41,8 +41,9 @@ from .backend import (
     capabilities_of,
 )
 from .batching import Batcher
-from .errors import ErrorCode, SessionQueryError
+from .errors import ErrorCode, SessionQueryError, backend_failure
 from .fold import fold_surface
+from .ids import can_exist, shown
 from .lineage import children_index
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
@@ -232,7 +233,7 @@ class Observation:
         backend has one (header, size and counts in one read), else by id,
         else from the listing.
         """
-        if self._backend is None:
+        if self._backend is None or not can_exist(session_id):  # no backend is asked
             return None
         return await self._once(("stored", session_id), lambda: self._read_stored(session_id))
 
@@ -891,16 +892,12 @@ def _check_header(header: object) -> None:
 
 
 def _failed(what: str, exc: Exception) -> SessionQueryError:
-    detail = str(exc).strip() or type(exc).__name__
-    return SessionQueryError(
-        ErrorCode.PERSISTENCE_FAILED,
-        f"persistence backend failed to {what}: {type(exc).__name__}: {detail}",
-    )
+    return backend_failure(what, exc)
 
 
 def _not_found(session_id: str, why: str) -> SessionQueryError:
     return SessionQueryError(
-        ErrorCode.SESSION_NOT_FOUND, f"session {session_id!r} was not found: {why}"
+        ErrorCode.SESSION_NOT_FOUND, f"session {shown(session_id)} was not found: {why}"
     )
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from .fold import SURFACE_BY_CODE, EventSurface, SurfaceFold
+from .ids import id_problem, shown
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
 from .views import LiveView
@@ -265,7 +266,10 @@ class SessionStore:
         header: SessionHeader,
         seed: Sequence[SessionEvent | dict[str, Any]] | None = None,
     ) -> LiveSession:
-        """Register a live session for an existing header (see `create`)."""
+        """Register a live session for an existing header (see `create`); an id that
+        cannot exist (`gateway.core.ids`) raises ValueError."""
+        if (problem := id_problem(header.id)) is not None:
+            raise ValueError(f"session id {shown(header.id)} {problem}")
         events = [
             SessionEvent.from_json(e) if isinstance(e, dict) else e.detached() for e in seed or ()
         ]

@@ -8,7 +8,8 @@
 * `GatewayMetrics` holds what the gateway exports and keeps every label's
   cardinality bounded: operation names must look like GraphQL names and at most
   `max_operation_names` distinct ones are tracked (others fold into
-  `__other__`, unnamed operations are `__anonymous__`); error codes outside the
+  `__other__`, unnamed operations are `__anonymous__`; a name idle for an hour
+  yields its slot to a new one); error codes outside the
   known set fold into `OTHER`; routes, backend methods, statuses and outcomes
   come from fixed sets. A client can never grow the exposition without bound.
 * `metrics_extension(metrics)` is a Strawberry `SchemaExtension` *class* that
@@ -31,6 +32,7 @@ import re
 import threading
 import time
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
@@ -158,6 +160,12 @@ class Counter(_Metric):
         with self._lock:
             return self._values.get(key, 0.0)
 
+    def remove(self, **labels: str) -> None:
+        """Drop one series (a label value that is no longer tracked)."""
+        key = self._key(labels)
+        with self._lock:
+            self._values.pop(key, None)
+
     def series(self) -> dict[tuple[str, ...], float]:
         """A snapshot of every series, keyed by label values in `labelnames` order."""
         with self._lock:
@@ -228,6 +236,12 @@ class Histogram(_Metric):
             state[index] += 1
             state[-2] += value
             state[-1] += 1
+
+    def remove(self, **labels: str) -> None:
+        """Drop one series (a label value that is no longer tracked)."""
+        key = self._key(labels)
+        with self._lock:
+            self._series.pop(key, None)
 
     def snapshot(self, **labels: str) -> tuple[list[float], float, float]:
         """(cumulative bucket counts including +Inf, sum, count) of one series."""
@@ -313,6 +327,8 @@ OTHER_NAME: Final = "__other__"
 OTHER_CODE: Final = "OTHER"
 OTHER: Final = "other"
 DEFAULT_MAX_OPERATION_NAMES: Final = 100
+DEFAULT_OPERATION_NAME_IDLE: Final = 3600.0
+"""Seconds a tracked operation name must go unseen before a new name may take its slot."""
 
 OPERATION_TYPES: Final = frozenset({"query", "mutation", "subscription"})
 UNKNOWN_TYPE: Final = "unknown"
@@ -333,6 +349,8 @@ GRAPHQL_ERROR_CODES: Final = frozenset(
         "TRUSTED_DOCUMENT_NOT_FOUND",
         "TRUSTED_DOCUMENT_REQUIRED",
         "RATE_LIMITED",
+        "QUERY_TOO_COSTLY",
+        "MISDIRECTED_REQUEST",
     }
 )
 """Codes the GraphQL/HTTP layer reports besides the core's SESSION_QUERY_* codes."""
@@ -391,6 +409,8 @@ class GatewayMetrics:
         self,
         *,
         max_operation_names: int = DEFAULT_MAX_OPERATION_NAMES,
+        operation_name_idle: float = DEFAULT_OPERATION_NAME_IDLE,
+        clock: Callable[[], float] = time.monotonic,
         extra_error_codes: Collection[str] = (),
         routes: Collection[str] = DEFAULT_ROUTES,
         route_prefixes: Collection[str] = DEFAULT_ROUTE_PREFIXES,
@@ -402,7 +422,9 @@ class GatewayMetrics:
         self.error_codes = KNOWN_ERROR_CODES | frozenset(extra_error_codes)
         self.routes = frozenset(routes)
         self.route_prefixes = tuple(p.rstrip("/") for p in route_prefixes)
-        self._names: set[str] = set()
+        self.operation_name_idle = operation_name_idle
+        self._clock = clock
+        self._names: OrderedDict[str, float] = OrderedDict()  # name -> last seen, oldest first
         self._names_lock = threading.Lock()
         buckets = tuple(buckets)
 
@@ -463,18 +485,37 @@ class GatewayMetrics:
     # -- label bounding ---------------------------------------------------------
 
     def operation_name_label(self, name: object) -> str:
-        """`name` if it is a GraphQL-like name among the first N seen, else a fold value."""
+        """`name` if it is a GraphQL-like name holding one of the N slots, else a fold value.
+
+        Slots go to names as they come; when all are taken, the slot of the name
+        seen longest ago is handed to a new name once that one has been idle for
+        `operation_name_idle` seconds (its series are dropped), so names seen
+        first (a flood, say) cannot keep later ones out for good.
+        """
         if name is None or name == "":
             return ANONYMOUS
         if not isinstance(name, str) or not OPERATION_NAME.match(name):
             return OTHER_NAME
+        now = self._clock()
         with self._names_lock:
-            if name in self._names:
+            names = self._names
+            if name in names:
+                names[name] = now
+                names.move_to_end(name)
                 return name
-            if len(self._names) < self.max_operation_names:
-                self._names.add(name)
-                return name
-        return OTHER_NAME
+            if len(names) >= self.max_operation_names:
+                oldest = next(iter(names), None)
+                if oldest is None or now - names[oldest] < self.operation_name_idle:
+                    return OTHER_NAME
+                del names[oldest]
+                self._forget_name(oldest)
+            names[name] = now
+            return name
+
+    def _forget_name(self, name: str) -> None:
+        for kind in OPERATION_TYPES | {UNKNOWN_TYPE}:
+            self.operations.remove(operation_name=name, operation_type=kind)
+            self.operation_duration.remove(operation_name=name, operation_type=kind)
 
     @staticmethod
     def operation_type_label(operation_type: object) -> str:

@@ -29,6 +29,7 @@ from sqlalchemy.types import NullType, TypeDecorator, TypeEngine
 from gateway.core.backend import StoredEvent
 from gateway.core.fold import FoldableEvent
 from gateway.core.gcpause import gc_paused
+from gateway.core.ids import id_problem, shown, text_problem
 from gateway.core.model import SessionEvent, SessionHeader
 
 from .engine import (
@@ -37,6 +38,7 @@ from .engine import (
 from .errors import (
     InvalidEventError,
     NonContiguousAppendError,
+    UnknownSessionError,
 )
 from .tables import HEADER_COLUMNS, PgJsonText, citations, events
 
@@ -139,6 +141,12 @@ def _header_from_row(row: Sequence[Any]) -> SessionHeader:
 
 
 def _header_row(header: SessionHeader, event_count: int) -> dict[str, Any]:
+    if (problem := id_problem(header.id)) is not None:  # the text policy: gateway.core.ids
+        raise InvalidEventError(f"session id {shown(header.id)} {problem}")
+    for name in ("parent_session", "cwd", "origin", "agent_preset"):
+        value = getattr(header, name)
+        if isinstance(value, str) and (problem := text_problem(value)) is not None:
+            raise InvalidEventError(f"session {shown(header.id)}: header field {name} {problem}")
     row = {name: getattr(header, name) for name in HEADER_COLUMNS}
     for name in ("created_at", "version", "seed_length", "delegation_depth"):
         value = row[name]
@@ -178,6 +186,8 @@ def _encode_events(session_id: str, batch: Sequence[SessionEvent]) -> list[_Enco
     InvalidEventError for what no column holds. `_derived_rows` makes insert rows."""
     rows: list[_Encoded] = []
     add = rows.append
+    if id_problem(session_id) is not None:
+        raise UnknownSessionError(session_id)
     for position, event in enumerate(batch):
         if not isinstance(event, SessionEvent):
             raise InvalidEventError(
@@ -190,6 +200,10 @@ def _encode_events(session_id: str, batch: Sequence[SessionEvent]) -> list[_Enco
             raise InvalidEventError(
                 f"session {session_id!r}: event seq {seq} has type {etype!r}, "
                 "not a non-empty string"
+            )
+        if (problem := text_problem(etype)) is not None:
+            raise InvalidEventError(
+                f"session {session_id!r}: event seq {seq} has a type that {problem}"
             )
         if type(time) is not int or not _INT64_MIN <= time <= _INT64_MAX:
             raise InvalidEventError(

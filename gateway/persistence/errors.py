@@ -12,6 +12,10 @@ Every class derives from `PersistenceError` and from the builtin that fits
 
 from __future__ import annotations
 
+import re
+
+from sqlalchemy.exc import StatementError
+
 
 class PersistenceError(Exception):
     """Base class: a write or schema problem the caller can act on."""
@@ -83,3 +87,19 @@ class SchemaVersionError(PersistenceError, RuntimeError):
     The message names the command that fixes it
     (`session-gateway migrate --database URL`).
     """
+
+
+_CLASS_PREFIX = re.compile(r"^<class '([\w.]+)'>:\s*")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A database failure in an operator's terms, one line: the driver's own message,
+    without the SQL statement and bound parameters SQLAlchemy appends to it."""
+    inner = getattr(exc, "orig", None) if isinstance(exc, StatementError) else None
+    source = inner if isinstance(inner, BaseException) else exc
+    text = str(source).strip()
+    line = text.splitlines()[0] if text else ""
+    named = _CLASS_PREFIX.match(line)
+    kind = named.group(1).rsplit(".", 1)[-1] if named else type(source).__name__
+    line = _CLASS_PREFIX.sub("", line)[:300]
+    return f"{kind}: {line}" if line else kind

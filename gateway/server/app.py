@@ -46,8 +46,11 @@ from gateway.web.ui import UI_PATH, ui_page
 from .auth import AuthMiddleware
 from .context import Context
 from .cors import check_origins, cors_middleware
+from .cost import DEFAULT_MAX_COST
 from .cursors import CursorCodec
 from .documents import check_manifest
+from .errors import new_correlation_id
+from .host_check import HostAllowList
 from .http import GraphQLHTTP
 from .limits import (
     DEFAULT_MAX_ALIASES,
@@ -61,6 +64,7 @@ from .limits import (
 from .principal import Authenticate, principal_of
 from .ratelimit import RateLimit, parse_rate
 from .schema import build_schema
+from .security_headers import SecurityHeaders
 from .sse import EventStream
 from .websocket import DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_SUBSCRIPTIONS, GraphQLWebSocket
 
@@ -100,12 +104,10 @@ async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
         await asyncio.wait_for(call(), limit_s)
     except TimeoutError:
         return False, f"persistence did not answer within {limit_s:g} s"
-    except Exception as exc:
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        return (
-            False,
-            f"persistence unreachable: {type(exc).__name__}{': ' + detail if detail else ''}",
-        )
+    except Exception as exc:  # the driver's text (host:port, SQL) goes to the log only
+        cid = new_correlation_id()
+        logger.warning("readiness check failed (correlation id %s)", cid, exc_info=exc)
+        return False, f"persistence unreachable ({type(exc).__name__}; correlation id {cid})"
     return True, "persistence reachable"
 
 
@@ -132,6 +134,8 @@ def create_app(
     subscription_buffer: int = DEFAULT_TAIL_BUFFER,
     connection_init_timeout: float = DEFAULT_INIT_TIMEOUT,
     max_subscriptions_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS,
+    max_cost: int = DEFAULT_MAX_COST,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -155,7 +159,9 @@ def create_app(
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
-    limits = Limits(max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout)
+    limits = Limits(
+        max_depth, max_aliases, max_tokens, max_body_bytes, operation_timeout, max_cost=max_cost
+    )
     origins = check_origins(cors_origins)
     documents = (
         check_manifest(trusted_documents, max_tokens=max_tokens)
@@ -254,6 +260,8 @@ def create_app(
             *cors_middleware(origins),
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
+            Middleware(SecurityHeaders),
+            *([] if allowed_hosts is None else [Middleware(HostAllowList, allowed=allowed_hosts)]),
             # Auth is outside the rate limit, which keys on the principal auth attaches.
             *([Middleware(AuthMiddleware, authenticate=authenticate)] if authenticate else []),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),

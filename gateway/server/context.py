@@ -15,7 +15,8 @@ The context only calls the core; the GraphQL types map what it returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from gateway.core import (
     Observation,
@@ -28,6 +29,7 @@ from gateway.core import (
 
 from .cursors import CursorCodec
 from .principal import Principal
+from .yielding import checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ class Context:
     obs: Observation
     cursors: CursorCodec
     read_window_max: int
+    started: float = field(default_factory=time.thread_time)  # for `checkpoint`
 
     @classmethod
     def for_request(
@@ -83,10 +86,12 @@ class Context:
         Raises SESSION_NOT_FOUND / SOURCE_CONFLICT / PERSISTENCE_FAILED like the
         core's exact reads.
         """
+        await checkpoint(self.started)
         header, live, persisted = await self.obs.locate(session_id)
         return SessionRef(header, live, persisted)
 
     async def view(self, session_id: str) -> SessionView:
+        await checkpoint(self.started)
         return await self.obs.view(session_id)
 
 

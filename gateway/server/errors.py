@@ -92,7 +92,13 @@ def format_error(error: GraphQLError) -> dict[str, Any]:
     while isinstance(original, GraphQLError) and original.original_error is not None:
         original = original.original_error
     if isinstance(original, SessionQueryError):
-        return _with(error, original.message, {"code": original.code.value})
+        extensions: dict[str, Any] = {"code": original.code.value}
+        if original.correlation_id is not None:  # the log line that holds the backend's text
+            extensions["correlationId"] = original.correlation_id
+            request_id = current_request_id()
+            if request_id is not None:
+                extensions["requestId"] = request_id
+        return _with(error, original.message, extensions)
     if isinstance(original, GatewayError):
         return _with(error, original.message, {"code": original.code, **original.extensions})
     is_document_error = error.path is None and bool(error.nodes)

@@ -53,6 +53,7 @@ from .errors import (
     masked_error,
     simple_error,
 )
+from .jsonwire import TooDeep, encode_text, loads_request
 from .principal import principal_of
 from .sse import EventStream, wants_event_stream
 
@@ -124,7 +125,9 @@ def _json_param(value: str | None, name: str) -> Any:
     if value is None or value == "":
         return None
     try:
-        return json.loads(value)
+        return loads_request(value)
+    except TooDeep as exc:
+        raise _bad(f"the `{name}` parameter is {exc}") from None
     except ValueError as exc:
         raise _bad(f"the `{name}` parameter is not valid JSON") from exc
 
@@ -256,7 +259,9 @@ class GraphQLHTTP:
         if not body.strip():
             raise _bad("the request body is empty; send a JSON object with a `query` string")
         try:
-            return json.loads(body.decode("utf-8"))
+            return loads_request(body.decode("utf-8"))
+        except TooDeep as exc:
+            raise _bad(f"the request body is {exc}") from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise _bad("the request body is not valid JSON") from exc
 
@@ -344,7 +349,7 @@ class GraphQLHTTP:
             status = 500
             body = json.dumps({"errors": [masked_error(exc, "serializing a response")]})
         return Response(
-            body.encode("utf-8"),
+            encode_text(body),
             status_code=status,
             media_type=f"{media}; charset=utf-8",
             headers={"Cache-Control": "no-store"},

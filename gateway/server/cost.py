@@ -1,0 +1,191 @@
+"""How many objects an operation can return, estimated before it runs.
+
+The estimate counts composite values (objects) a response can hold; scalar
+leaves are free (their number per object is bounded by the document's size).
+A field returning an object counts 1 plus what is selected inside it; a list
+counts its bound times that:
+
+| list | bound |
+|---|---|
+| `nodes` / `edges` of a connection | the field's `first` (default 50, at most 500) |
+| `ReadWindow.events` | `before + after + 1` of `window` / `readEvent` |
+| `Session.surface` | 500 |
+| `Session.children`, `Event.replacementChain` / `replacedEvents` / `sources` / `derived` | 20 |
+| `SessionTrace.ancestors` | 20 |
+| `SessionTrace.descendants` | 50 |
+| `LineageNode.descendants` (each level of the nested tree multiplies) | 5 |
+| `LineageGraph.nodes` / `edges` | 200 |
+| introspection lists (`types`, `fields`, `args`, ...) | what this schema actually holds |
+| any other list | 100 |
+
+Unpaged lists can be longer than their bound (a surface of a million events):
+the bounds estimate a typical answer so that nesting them is refused, they do
+not cut answers. A connection's figures are a linear form `fixed + per_page *
+page`, so a fragment on a connection type is measured once whatever `first`
+it is spread under.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    GraphQLInputObjectType,
+    GraphQLInterfaceType,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLSchema,
+    GraphQLUnionType,
+    IntValueNode,
+    VariableNode,
+    get_named_type,
+)
+
+from .types.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+
+DEFAULT_MAX_COST = 50_000
+DEFAULT_LIST_BOUND = 100
+
+UNPAGED_LIST_BOUNDS: dict[tuple[str, str], int] = {
+    ("Session", "surface"): 500,
+    ("Session", "children"): 20,
+    ("Event", "replacementChain"): 20,
+    ("Event", "replacedEvents"): 20,
+    ("Event", "sources"): 20,
+    ("Event", "derived"): 20,
+    ("SessionTrace", "ancestors"): 20,
+    ("SessionTrace", "descendants"): 50,
+    ("LineageNode", "descendants"): 5,
+    ("LineageGraph", "nodes"): 200,
+    ("LineageGraph", "edges"): 200,
+}
+
+CAP = 10**12
+
+
+def _cap(n: int) -> int:
+    return n if n < CAP else CAP
+
+
+@dataclass(frozen=True, slots=True)
+class Weight:
+    """Objects a selection can return: `fixed + per_page * page`, where `page` is
+    the page size of the connection (or window) the selection sits in."""
+
+    fixed: int = 0
+    per_page: int = 0
+
+    def plus(self, other: Weight) -> Weight:
+        return Weight(_cap(self.fixed + other.fixed), _cap(self.per_page + other.per_page))
+
+    def times(self, n: int) -> Weight:
+        return Weight(_cap(self.fixed * n), _cap(self.per_page * n))
+
+    def total(self, page: int) -> int:
+        return _cap(self.fixed + self.per_page * page)
+
+
+def _arg(node: FieldNode, name: str, variables: Mapping[str, Any], default: int) -> int:
+    """An integer argument as the request gives it (literal or variable), clamped to
+    0..MAX_PAGE_SIZE; `default` when absent or not an integer (validation says why)."""
+    for argument in node.arguments or ():
+        if argument.name.value != name:
+            continue
+        value = argument.value
+        raw: Any = default
+        if isinstance(value, IntValueNode):
+            raw = int(value.value)
+        elif isinstance(value, VariableNode):
+            raw = variables.get(value.name.value, default)
+        if type(raw) is not int:
+            raw = default
+        return max(0, min(int(raw), MAX_PAGE_SIZE))
+    return default
+
+
+def _first(node: FieldNode, variables: Mapping[str, Any]) -> int:
+    return _arg(node, "first", variables, DEFAULT_PAGE_SIZE)
+
+
+def _window(node: FieldNode, variables: Mapping[str, Any]) -> int:
+    return _arg(node, "before", variables, 0) + _arg(node, "after", variables, 0) + 1
+
+
+PAGED_TYPES: dict[str, tuple[Callable[[FieldNode, Mapping[str, Any]], int], frozenset[str]]] = {
+    "SessionConnection": (_first, frozenset({"nodes", "edges"})),
+    "EventConnection": (_first, frozenset({"nodes", "edges"})),
+    "ReadWindow": (_window, frozenset({"events"})),
+}
+
+
+class CostModel:
+    """The list bounds of one schema (introspection bounds read from it once)."""
+
+    def __init__(self, schema: GraphQLSchema) -> None:
+        self.schema = schema
+        types = list(schema.type_map.values())
+        composite = GraphQLObjectType | GraphQLInterfaceType
+        fields = [t.fields for t in types if isinstance(t, composite)]
+        inputs = [t.fields for t in types if isinstance(t, GraphQLInputObjectType)]
+        args = [len(f.args) for fs in fields for f in fs.values()]
+        args += [len(d.args) for d in schema.directives]
+        enums = [len(getattr(t, "values", ())) for t in types]
+        possible = [
+            len(schema.get_possible_types(t))
+            for t in types
+            if isinstance(t, GraphQLInterfaceType | GraphQLUnionType)
+        ]
+        self.bounds = dict(UNPAGED_LIST_BOUNDS)
+        self.bounds.update(
+            {
+                ("__Schema", "types"): len(types),
+                ("__Schema", "directives"): len(schema.directives),
+                ("__Type", "fields"): max((len(f) for f in fields), default=1),
+                ("__Type", "inputFields"): max((len(f) for f in inputs), default=1),
+                ("__Type", "enumValues"): max(enums, default=1),
+                ("__Type", "interfaces"): max(possible, default=1),
+                ("__Type", "possibleTypes"): max(possible, default=1),
+                ("__Field", "args"): max(args, default=1),
+                ("__Directive", "args"): max(args, default=1),
+            }
+        )
+
+    def field_type(self, on: Any, name: str) -> Any:
+        """The named type `name` returns on the type `on` (None when unknown)."""
+        if name == "__schema":
+            return self.schema.get_type("__Schema")
+        if name == "__type":
+            return self.schema.get_type("__Type")
+        fields = getattr(on, "fields", None)
+        found = fields.get(name) if isinstance(fields, dict) else None
+        return get_named_type(found.type) if found is not None else None
+
+    def weigh(
+        self, on: Any, name: str, node: FieldNode, variables: Mapping[str, Any], inner: Weight
+    ) -> Weight:
+        """What the field `name` of type `on` costs, given the weight of what it selects."""
+        fields = getattr(on, "fields", None)
+        found = fields.get(name) if isinstance(fields, dict) else None
+        named = self.field_type(on, name)
+        paged = PAGED_TYPES.get(getattr(named, "name", ""))
+        if paged is not None:  # a connection or window: its items multiply by the page
+            return Weight(_cap(1 + inner.total(paged[0](node, variables))))
+        parent = PAGED_TYPES.get(getattr(on, "name", ""))
+        if parent is not None and name in parent[1]:
+            return Weight(0, _cap(1 + inner.fixed))
+        if found is not None and _is_list(found.type):
+            bound = self.bounds.get((on.name, name), DEFAULT_LIST_BOUND)
+            return Weight(_cap(bound * (1 + inner.fixed)))
+        return Weight(_cap(1 + inner.fixed))
+
+
+def _is_list(kind: Any) -> bool:
+    while isinstance(kind, GraphQLNonNull | GraphQLList):
+        if isinstance(kind, GraphQLList):
+            return True
+        kind = kind.of_type
+    return False
