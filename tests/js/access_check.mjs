@@ -21,18 +21,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const EXECUTABLE = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const STEP_TIMEOUT_MS = Number(process.env.ACCESS_CHECK_STEP_TIMEOUT_MS ?? 30000);
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+import { CHROMIUM_ARGS, EXECUTABLE, stepTimeoutMs } from "./chromium.mjs";
+
+const STEP_TIMEOUT_MS = stepTimeoutMs("ACCESS_CHECK_STEP_TIMEOUT_MS");
 
 const [mode, ...rest] = process.argv.slice(2);
 const report = { ok: false, consoleErrors: [], error: null };

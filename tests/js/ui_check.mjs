@@ -19,18 +19,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const EXECUTABLE = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const STEP_TIMEOUT_MS = Number(process.env.BROWSER_CHECK_STEP_TIMEOUT_MS ?? 30000);
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+import { CHROMIUM_ARGS, EXECUTABLE, stepTimeoutMs } from "./chromium.mjs";
+
+const STEP_TIMEOUT_MS = stepTimeoutMs("BROWSER_CHECK_STEP_TIMEOUT_MS");
 
 const [scenarioPath] = process.argv.slice(2);
 if (!scenarioPath) {
@@ -97,7 +88,16 @@ try {
       } else if ("waitFor" in step) {
         await page.locator(step.waitFor).first().waitFor({ state: step.state ?? "attached" });
       } else if ("waitForFunction" in step) {
-        await page.waitForFunction(step.waitForFunction, null, { timeout: STEP_TIMEOUT_MS });
+        // Polled from here with page.evaluate (a DevTools evaluation): Playwright's own
+        // waitForFunction evals the string inside the page, which the gateway's
+        // Content-Security-Policy (no 'unsafe-eval') rightly refuses.
+        const deadline = Date.now() + STEP_TIMEOUT_MS;
+        while (!(await page.evaluate(step.waitForFunction))) {
+          if (Date.now() > deadline) {
+            throw new Error(`timed out waiting for ${step.waitForFunction}`);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
       } else if ("click" in step) {
         await page.locator(step.click).first().click();
       } else if ("fill" in step) {
