@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gateway import SessionQuery, SessionQueryError, SessionStore
 from gateway.core import ErrorCode, InvalidGrant, Scope, SessionHeader
-from gateway.core.observation import Observation, corpus_key
+from gateway.core.observation import Observation
 from gateway.persistence import SqlPersistence
 from tests.backends import persist
 from tests.core_helpers import ev
@@ -28,7 +28,7 @@ from tests.test_persistence_fixtures import (  # noqa: F401  (fixtures)
     db_url_fixture,
     engine_name_fixture,
 )
-from tests.test_pushdown import ListOnly, clear
+from tests.test_pushdown import ListOnly, build, clear, every_page
 
 SLOW = settings(
     max_examples=30,
@@ -129,16 +129,6 @@ def scoped_corpora(draw: Any) -> tuple[list[SessionHeader], list[SessionHeader],
     return persisted, live, grants
 
 
-async def build(db: SqlPersistence, persisted: list[SessionHeader], live: list[SessionHeader]):
-    await clear(db)
-    for header in persisted:
-        await db.create(header)
-    store = SessionStore()
-    for header in live:
-        store.add(header)
-    return store
-
-
 def not_found_shape(exc: SessionQueryError, session_id: str) -> tuple[Any, str]:
     return exc.code, str(exc).replace(repr(session_id), "<id>")
 
@@ -178,15 +168,8 @@ async def assert_same_pages_and_children(
     obs: Observation, ref: Observation, ids: list[str], page_size: int
 ) -> None:
     expected = await ref.records()
-    got, after = [], None
-    while True:
-        page = await obs.sessions_page(after, page_size)
-        assert page.total == len(expected)
-        got.extend(page.records)
-        if not page.has_next:
-            break
-        after = corpus_key(page.records[-1].header)
-    assert got == expected
+    got, totals = await every_page(obs, page_size)
+    assert got == expected and totals == {len(expected)}
     for sid in ids:
         if await ref.record(sid) is not None:
             assert await obs.children(sid) == await ref.children(sid)
