@@ -15,6 +15,8 @@ def test_readme_python_examples_run():
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert blocks, "the README shows at least one Python example"
     for code in blocks:
+        if "GATEWAY_URL" in code:
+            continue  # a client example: run against a served demo below
         result = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
         )
@@ -42,3 +44,37 @@ async def test_readme_graphql_queries_answer_without_errors_on_the_demo(tmp_path
             body = await gql(app, query)
             assert "errors" not in body, body
             assert body["data"] and all(v is not None for v in body["data"].values())
+
+
+def test_readme_client_example_pages_through_a_served_demo(tmp_path):
+    """The "Calling it" Python client, run as written against a real served demo."""
+    import asyncio
+    import os
+
+    from gateway import SessionQuery, SessionStore, create_app
+    from gateway.demo import load_demo
+    from gateway.persistence import SqlPersistence
+    from tests.support.server import running_server
+    from tests.support.sqlite_backend import sqlite_url
+
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "GATEWAY_URL" in b]
+    db = SqlPersistence(sqlite_url(tmp_path / "demo.db"))
+    store = SessionStore()
+    asyncio.run(load_demo(db, store))
+    asyncio.run(db.close())  # the server's loop opens its own connections
+    app = create_app(SessionQuery(live=[store], persistence=db))
+    try:
+        with running_server(app) as base:
+            result = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=ROOT,
+                env={**os.environ, "GATEWAY_URL": base},
+            )
+    finally:
+        asyncio.run(db.close())
+    assert result.returncode == 0, result.stderr
+    count, _, rest = result.stdout.partition(" events; ")
+    assert int(count) > 50 and rest.strip().endswith("on the surface"), result.stdout
