@@ -34,6 +34,7 @@ from gateway.observability.metrics import (
     metrics_extension,
     unwrap_backend,
 )
+from gateway.server.codes import GATEWAY_CODES
 
 # One sample line of the text format 0.0.4: name, optional labels, value.
 SAMPLE = re.compile(
@@ -233,7 +234,7 @@ def test_a_flood_of_operation_names_cannot_grow_the_exposition():
 
 
 def test_other_labels_come_from_fixed_sets():
-    metrics = GatewayMetrics(extra_error_codes=["QUERY_TOO_DEEP"])
+    metrics = GatewayMetrics(extra_error_codes=[*GATEWAY_CODES, "QUERY_TOO_DEEP"])
     for code in ErrorCode:
         assert metrics.error_code_label(code) == code.value
         assert metrics.error_code_label(code.value) == code.value
@@ -326,7 +327,7 @@ def test_extension_has_no_resolve_hook_and_is_a_class():
 
 
 async def test_extension_counts_operations_durations_and_errors():
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     schema = schema_with(metrics)
     assert (await schema.execute("query Ok { ok }")).errors is None
     await schema.execute("query Ok { ok }")
@@ -351,7 +352,7 @@ async def test_extension_counts_operations_durations_and_errors():
 
 
 async def test_extension_times_an_operation_cut_short():
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     schema = schema_with(metrics)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(schema.execute("query Slow { slow }"), 0.05)
@@ -362,11 +363,11 @@ async def test_extension_times_an_operation_cut_short():
 
 
 async def test_extension_can_leave_error_counting_to_the_http_layer():
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     schema = schema_with(metrics, count_errors=False)
     await schema.execute("{ missing }")
     assert metrics.errors.series() == {}
-    custom = GatewayMetrics()
+    custom = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     await schema_with(custom, error_code=lambda error: "BAD_REQUEST").execute("{ missing }")
     assert custom.errors.series() == {("BAD_REQUEST",): 1.0}
 

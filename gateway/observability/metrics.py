@@ -333,32 +333,9 @@ DEFAULT_OPERATION_NAME_IDLE: Final = 3600.0
 OPERATION_TYPES: Final = frozenset({"query", "mutation", "subscription"})
 UNKNOWN_TYPE: Final = "unknown"
 
-GRAPHQL_ERROR_CODES: Final = frozenset(
-    {
-        "GRAPHQL_PARSE_FAILED",
-        "GRAPHQL_VALIDATION_FAILED",
-        "BAD_USER_INPUT",
-        "BAD_REQUEST",
-        "INTERNAL_ERROR",
-        "TIMEOUT",
-        "OPERATION_TIMEOUT",
-        "PAYLOAD_TOO_LARGE",
-        "METHOD_NOT_ALLOWED",
-        "UNSUPPORTED_MEDIA_TYPE",
-        "PERSISTED_QUERY_NOT_FOUND",
-        "TRUSTED_DOCUMENT_NOT_FOUND",
-        "TRUSTED_DOCUMENT_REQUIRED",
-        "RATE_LIMITED",
-        "QUERY_TOO_COSTLY",
-        "MISDIRECTED_REQUEST",
-    }
-)
-"""Codes the GraphQL/HTTP layer reports besides the core's SESSION_QUERY_* codes."""
-
-SUBSCRIPTION_ERROR_CODES: Final = frozenset({"SUBSCRIPTION_LAGGED", "TOO_MANY_SUBSCRIPTIONS"})
-KNOWN_ERROR_CODES: Final = (
-    frozenset({c.value for c in ErrorCode}) | GRAPHQL_ERROR_CODES | SUBSCRIPTION_ERROR_CODES
-)
+KNOWN_ERROR_CODES: Final = frozenset({c.value for c in ErrorCode})
+"""The core's contract codes; the app adds the codes its own layer answers with
+(`GatewayMetrics.know_error_codes`, called by `create_app` with the server's one list)."""
 
 DEFAULT_ROUTES: Final = ("/", "/graphql", "/healthz", "/readyz", "/metrics")
 """Exact paths counted under their own `route` label."""
@@ -419,7 +396,7 @@ class GatewayMetrics:
         if max_operation_names < 0:
             raise ValueError("max_operation_names must be >= 0")
         self.max_operation_names = max_operation_names
-        self.error_codes = KNOWN_ERROR_CODES | frozenset(extra_error_codes)
+        self.error_codes: frozenset[str] = KNOWN_ERROR_CODES | frozenset(extra_error_codes)
         self.routes = frozenset(routes)
         self.route_prefixes = tuple(p.rstrip("/") for p in route_prefixes)
         self.operation_name_idle = operation_name_idle
@@ -523,6 +500,10 @@ class GatewayMetrics:
         value = getattr(operation_type, "value", operation_type)
         text = value.lower() if isinstance(value, str) else ""
         return text if text in OPERATION_TYPES else UNKNOWN_TYPE
+
+    def know_error_codes(self, codes: Collection[str]) -> None:
+        """Count these codes under their own label too (the app's own codes)."""
+        self.error_codes = self.error_codes | frozenset(codes)
 
     def error_code_label(self, code: object) -> str:
         value = getattr(code, "value", code)

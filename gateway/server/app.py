@@ -44,6 +44,7 @@ from gateway.web.graphiql import STATIC_DIR, graphiql_html
 from gateway.web.ui import UI_PATH, ui_page
 
 from .auth import AuthMiddleware
+from .codes import GATEWAY_CODES
 from .context import Context
 from .cors import check_origins, cors_middleware
 from .cost import DEFAULT_MAX_COST
@@ -171,6 +172,7 @@ def create_app(
     if rate_limit is not None:
         parse_rate(rate_limit)
     metrics = metrics if metrics is not None else GatewayMetrics()
+    metrics.know_error_codes(GATEWAY_CODES)
     schema = build_schema(limits, metrics=metrics)
     cursors = CursorCodec(cursor_secret)
 

@@ -31,14 +31,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.persistence.tokens import TokenRefused, TokenStore
 
+from .codes import GatewayCode
 from .errors import new_correlation_id
 from .principal import Authenticate, Principal, Unauthenticated, attach_principal
 
 logger = logging.getLogger("gateway.server.auth")
 
-UNAUTHENTICATED = "UNAUTHENTICATED"
-FORBIDDEN = "FORBIDDEN"
-AUTH_UNAVAILABLE = "AUTH_UNAVAILABLE"
+UNAUTHENTICATED = GatewayCode.UNAUTHENTICATED
+FORBIDDEN = GatewayCode.FORBIDDEN
+AUTH_UNAVAILABLE = GatewayCode.AUTH_UNAVAILABLE
 PROTECTED_PREFIXES = ("/graphql", "/metrics", "/ui")
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 

@@ -47,6 +47,7 @@ from graphql import (
     SelectionSetNode,
 )
 
+from .codes import GatewayCode
 from .cost import CostModel, Weight
 
 SATURATE = 10**12
@@ -221,8 +222,8 @@ class Refusal:
     message: str
 
 
-QUERY_TOO_COSTLY = "QUERY_TOO_COSTLY"
-VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+QUERY_TOO_COSTLY = GatewayCode.QUERY_TOO_COSTLY
+VALIDATION_FAILED = GatewayCode.VALIDATION_FAILED
 
 
 def check_document(
@@ -312,7 +313,7 @@ _LEXEME = re.compile(
     r'#[^\n\r]*|"""(?:[^"\\]|\\.|"(?!""))*"""|"(?:[^"\\\n\r]|\\.)*"|\.\.\.'
     r"|[_A-Za-z][_0-9A-Za-z]*|-?[0-9][_0-9A-Za-z.+-]*|[^\s,\ufeff]"
 )
-PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
+PARSE_FAILED = GatewayCode.PARSE_FAILED
 
 
 def lexical_refusal(text: str, max_tokens: int, max_selections: int) -> Refusal | None:

@@ -23,14 +23,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .codes import GatewayCode
 from .errors import BAD_REQUEST
 from .principal import Principal
 
 PREFIX = "sha256:"
 _ID = re.compile(r"sha256:[0-9a-f]{64}")
 
-TRUSTED_DOCUMENT_NOT_FOUND = "TRUSTED_DOCUMENT_NOT_FOUND"
-TRUSTED_DOCUMENT_REQUIRED = "TRUSTED_DOCUMENT_REQUIRED"
+TRUSTED_DOCUMENT_NOT_FOUND = GatewayCode.TRUSTED_DOCUMENT_NOT_FOUND
+TRUSTED_DOCUMENT_REQUIRED = GatewayCode.TRUSTED_DOCUMENT_REQUIRED
 
 
 def document_id(document: str) -> str:

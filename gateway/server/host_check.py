@@ -21,8 +21,10 @@ from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .codes import GatewayCode
+
 LOOPBACK_HOSTS: tuple[str, ...] = ("localhost", "127.0.0.1", "[::1]")
-MISDIRECTED_REQUEST = "MISDIRECTED_REQUEST"
+MISDIRECTED_REQUEST = GatewayCode.MISDIRECTED_REQUEST
 
 
 def host_name(header: str) -> str | None:

@@ -39,11 +39,12 @@ from limits.aio.strategies import FixedWindowRateLimiter
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .codes import GatewayCode
 from .errors import simple_error
 from .http import negotiate
 from .principal import principal_of
 
-RATE_LIMITED = "RATE_LIMITED"
+RATE_LIMITED = GatewayCode.RATE_LIMITED
 
 
 def parse_rate(text: str) -> tuple[RateLimitItem, ...]:

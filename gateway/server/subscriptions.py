@@ -36,14 +36,15 @@ from strawberry.types.graphql import OperationType
 from gateway.core.tail import DEFAULT_TAIL_BUFFER, TailLagged, tail_session
 from gateway.observability.metrics import GatewayMetrics
 
+from .codes import GatewayCode
 from .context import Context
 from .errors import GatewayError, format_error
 from .types.events import Event
 
 Info = strawberry.Info[Context, Any]
 
-SUBSCRIPTION_LAGGED = "SUBSCRIPTION_LAGGED"
-TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
+SUBSCRIPTION_LAGGED = GatewayCode.SUBSCRIPTION_LAGGED
+TOO_MANY_SUBSCRIPTIONS = GatewayCode.TOO_MANY_SUBSCRIPTIONS
 STREAM_OPERATIONS = (OperationType.QUERY, OperationType.SUBSCRIPTION)
 
 
