@@ -104,6 +104,8 @@ def test_version_is_the_installed_distribution_s(tmp_path: Path) -> None:
         ["migrate", "--database", "notaurl"],
         ["import", "--database", "notaurl", "x.jsonl"],
         ["token", "list", "--database", "mysql://x/y"],
+        ["export-schema", "-o", "/nonexistent/dir/schema.graphql"],
+        ["migrate", "--database", "sqlite:////nonexistent/dir/x.db"],
     ],
 )
 def test_bad_option_or_url_is_one_line_and_exit_2(tmp_path: Path, argv: list[str]) -> None:
