@@ -646,6 +646,7 @@ def test_runtime_stage_serves_from_the_installed_wheel(
     port = free_port()
     entrypoint, cmd = entrypoint_and_cmd(dockerfile)
     data = home.parent / "data"
+    data.mkdir()  # the image makes /data (`install -d`); serve creates no directory itself
     env = image_env(
         image,
         home,

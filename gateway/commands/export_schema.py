@@ -26,7 +26,13 @@ def run(args: argparse.Namespace) -> int:
 
     sdl = schema_sdl()
     if args.output:
-        Path(args.output).write_text(sdl, encoding="utf-8")
+        try:
+            Path(args.output).write_text(sdl, encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            print(f"session-gateway export-schema: cannot write {args.output}: {reason}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     else:
         sys.stdout.write(sdl)
     return 0

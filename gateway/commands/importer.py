@@ -41,18 +41,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway.commands import add_database_argument
+from gateway.commands.database import DatabaseRefused, resolve
 from gateway.dsh_jsonl import DEFAULT_MAX_LINE_BYTES
-from gateway.ingest import STATUSES, FileReport, ImportSummary, import_paths
-from gateway.persistence.engine import (
-    DatabaseUrlError,
-    default_database_url,
-    display_url,
-)
-from gateway.persistence.errors import SchemaVersionError
-from gateway.persistence.sql import SqlPersistence
+
+if TYPE_CHECKING:
+    from gateway.ingest import FileReport, ImportSummary
 
 PROGRESS_MIN_FILES = 20
 """Below this many files, progress is shown only on a terminal."""
@@ -120,8 +116,10 @@ class ProgressBar:
         return f"[{bar}] {done}/{total} files, {self.events:,} events{refused}"
 
 
-def format_summary(summary: ImportSummary) -> str:
-    """The table of every file and the closing count line."""
+def format_summary(summary: ImportSummary, database: str | None = None) -> str:
+    """The table of every file and the closing count line (naming `database` if given)."""
+    from gateway.ingest import STATUSES
+
     rows = [("STATUS", "EVENTS", "FILE", "SESSION / REASON")]
     notes: dict[int, tuple[str, ...]] = {}
     for report in summary.reports:
@@ -141,41 +139,55 @@ def format_summary(summary: ImportSummary) -> str:
     counts = ", ".join(f"{summary.count(s)} {s}" for s in STATUSES)
     files = len(summary.reports)
     tail = f"; {summary.warnings} warning(s)" if summary.warnings else ""
-    lines.append(f"{files} file(s): {counts}; {summary.events_written:,} events written{tail}")
+    into = f" into {database}" if database else ""
+    lines.append(
+        f"{files} file(s): {counts}; {summary.events_written:,} events written{into}{tail}"
+    )
     return "\n".join(lines)
 
 
 async def _import(args: argparse.Namespace) -> int:
-    url = args.database or default_database_url()
+    from gateway.ingest import collect_files, import_paths
+    from gateway.persistence.errors import SchemaVersionError
+    from gateway.persistence.sql import SqlPersistence
+
+    prog = "session-gateway import"
     try:
-        backend = SqlPersistence(url)
-    except DatabaseUrlError as exc:
-        print(f"session-gateway import: {exc}", file=sys.stderr)
+        db = resolve(args.database)
+    except DatabaseRefused as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    # Bad paths are usage errors, reported before the database is opened or created.
+    collected = collect_files(args.paths)
+    files, missing = collected
+    if missing:
+        for report in missing:
+            print(f"{prog}: {report.path}: {report.reason}", file=sys.stderr)
+        return 2
+    if not files:
+        print(
+            f"{prog}: no *.jsonl files found under {', '.join(args.paths)}; nothing imported",
+            file=sys.stderr,
+        )
+        return 1
+    backend = SqlPersistence(db.url)
     try:
         try:
             await backend.ensure_schema()
         except SchemaVersionError as exc:
-            print(f"session-gateway import: {exc}", file=sys.stderr)
+            print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         except Exception as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else ""
             print(
-                f"session-gateway import: cannot use database {display_url(backend.url)}: "
-                f"{type(exc).__name__}: {exc}",
+                f"{prog}: cannot use database {db.shown}: {type(exc).__name__}: {reason}",
                 file=sys.stderr,
             )
             return 2
-        from gateway.ingest import collect_files
-
-        collected = collect_files(args.paths)
-        files = collected[0]
         show = args.progress
         if show is None:
             show = sys.stderr.isatty() or len(files) >= PROGRESS_MIN_FILES
-        print(
-            f"importing {len(files)} file(s) into {display_url(backend.url)}",
-            file=sys.stderr,
-        )
+        print(f"importing {len(files)} file(s) into {db.shown}", file=sys.stderr)
         bar = ProgressBar(sys.stderr, len(files)) if show and files else None
         summary = await import_paths(
             backend,
@@ -187,7 +199,7 @@ async def _import(args: argparse.Namespace) -> int:
         )
     finally:
         await backend.close()
-    print(format_summary(summary))
+    print(format_summary(summary, db.shown))
     return 0 if summary.ok else 1
 
 

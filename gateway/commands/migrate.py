@@ -22,14 +22,7 @@ import asyncio
 import sys
 
 from gateway.commands import add_database_argument
-from gateway.persistence.engine import (
-    DatabaseUrlError,
-    default_database_url,
-    display_url,
-    normalize_url,
-)
-from gateway.persistence.errors import SchemaVersionError
-from gateway.persistence.migrations import current_revision, head_revision, migrate
+from gateway.commands.database import DatabaseRefused, resolve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,12 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _migrate(args: argparse.Namespace) -> int:
+    from gateway.persistence.errors import SchemaVersionError
+    from gateway.persistence.migrations import current_revision, head_revision, migrate
+
     try:
-        url = normalize_url(args.database or default_database_url())
-    except DatabaseUrlError as exc:
+        db = resolve(args.database)
+    except DatabaseRefused as exc:
         print(f"session-gateway migrate: {exc}", file=sys.stderr)
         return 2
-    shown = display_url(url)
+    url, shown = db.url, db.shown
     try:
         if args.status:
             state = await current_revision(url)

@@ -6,12 +6,18 @@ answers.
 
 The database is --database URL, else $SESSION_GATEWAY_DATABASE_URL, else the
 embedded SQLite file $XDG_DATA_HOME/session-gateway/sessions.db
-(~/.local/share/session-gateway/sessions.db), created on first use.
+(~/.local/share/session-gateway/sessions.db), created on first use. Any other
+SQLite file must exist and hold only the gateway's tables, unless --create
+(a typo would otherwise serve a new empty database). The banner shows the
+resolved location (the absolute path for SQLite). A database that does not
+answer at start gets a warning line; the gateway serves anyway and /readyz
+says 503 until it answers.
 
 --demo serves a demo corpus (forks, a missing parent, nested compactions, a
 tool-result rewrite, a session both live and persisted, and a live session a
 simulated agent keeps appending to) from a fresh temporary SQLite database,
-or from --database when given.
+always: --demo with --database is refused, and $SESSION_GATEWAY_DATABASE_URL
+is not used.
 
 Access: with --auth tokens (or SESSION_GATEWAY_AUTH=tokens) /graphql and
 /metrics need `Authorization: Bearer TOKEN`, a token made with `session-gateway
@@ -35,26 +41,40 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.commands import add_database_argument
+from gateway.commands.database import DatabaseRefused, check_serve_target, resolve
 from gateway.commands.serve_access import access_options, add_access_arguments
 from gateway.observability.logging import add_logging_arguments
-from gateway.persistence.engine import default_database_url
-from gateway.server.cost import DEFAULT_MAX_COST
+
+if TYPE_CHECKING:
+    from gateway.commands.database import ResolvedDatabase
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 ENV_CURSOR_SECRET = "SESSION_GATEWAY_CURSOR_SECRET"
 ENV_AUTH = "SESSION_GATEWAY_AUTH"
 AUTH_MODES = ("none", "tokens")
+DEFAULT_MAX_COST = 50_000
+"""`gateway.server.cost.DEFAULT_MAX_COST`, repeated so `--help` need not import the GraphQL
+layer (a test checks the two agree)."""
+STARTUP_PROBE_TIMEOUT = 10.0
+"""Seconds the start-up check waits for the database before warning and serving anyway."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_database_argument(parser)
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="serve a SQLite file that does not exist yet (created empty) or that holds "
+        "other tables too (the gateway's are added)",
+    )
     parser.add_argument(
         "--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})"
     )
@@ -158,7 +178,7 @@ def _open_backend(url: str) -> Any:
     return SqlPersistence(url)
 
 
-def banner(base: str, demo: bool, auth: str = "none") -> str:
+def banner(base: str, demo: bool, auth: str = "none", database: str | None = None) -> str:
     lines = [
         "",
         f"  GraphiQL:  {base}/graphql   (open it in a browser)",
@@ -166,6 +186,8 @@ def banner(base: str, demo: bool, auth: str = "none") -> str:
         f"  GraphQL:   POST/GET {base}/graphql",
         f"  Health:    {base}/healthz   Readiness: {base}/readyz",
     ]
+    if database is not None:
+        lines.append(f"  Database:  {database}")
     if auth == "tokens":
         lines.append("  Auth:      bearer tokens (`session-gateway token create` makes one)")
     if demo:
@@ -179,7 +201,39 @@ def banner(base: str, demo: bool, auth: str = "none") -> str:
     return "\n".join(lines)
 
 
-async def serve(args: argparse.Namespace) -> int:
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is printed, so a busy port fails with
+    one line and no banner (uvicorn would bind only after our banner)."""
+    bare = host.strip("[]")
+    infos = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+async def probe_database(backend: Any, shown: str) -> str | None:
+    """None when the database answers (its schema checked, and for SQLite migrated) at
+    start, else the warning line to print; the gateway serves anyway (/readyz says 503)."""
+    try:
+        await asyncio.wait_for(backend.ensure_schema(), STARTUP_PROBE_TIMEOUT)
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+        return (
+            f"session-gateway serve: warning: the database {shown} does not answer "
+            f"({detail}); serving anyway, /readyz says 503 until it does"
+        )
+    return None
+
+
+async def serve(args: argparse.Namespace, db: ResolvedDatabase | None, sock: socket.socket) -> int:
     import uvicorn
 
     from gateway.core import SessionQuery, SessionStore
@@ -194,58 +248,65 @@ async def serve(args: argparse.Namespace) -> int:
     metrics = GatewayMetrics()
 
     tmp: tempfile.TemporaryDirectory[str] | None = None
-    database = args.database
-    if args.demo and not database:
+    if db is not None:
+        url: Any = db.url
+        shown = db.shown
+    else:
         tmp = tempfile.TemporaryDirectory(prefix="session-gateway-demo-")
-        database = f"sqlite+aiosqlite:///{Path(tmp.name) / 'demo.db'}"
-    elif not database:
-        database = default_database_url()
-    raw_backend = _open_backend(database)
+        path = Path(tmp.name) / "demo.db"
+        url, shown = f"sqlite+aiosqlite:///{path}", f"{path} (temporary, removed on exit)"
+    raw_backend = _open_backend(url)
     backend = instrument_backend(raw_backend, metrics)
-    store = SessionStore()
-    query = SessionQuery(live=[store], persistence=backend)
-    background = []
-    default_query = None
-    if args.demo:
-        from gateway.demo import DEFAULT_DEMO_QUERY, load_demo
-
-        demo = await load_demo(backend, store, agent_interval=args.agent_interval)
-        background.append(demo.agent.run)
-        default_query = DEFAULT_DEMO_QUERY
-    options: dict[str, Any] = {"background": background, "metrics": metrics}
-    options.update(access_options(args))
-    if default_query is not None:
-        options["default_query"] = default_query
-    secret = os.environ.get(ENV_CURSOR_SECRET)
-    if secret:
-        options["cursor_secret"] = secret
-    mode = auth_mode(args) or "none"
-    if mode == "tokens":
-        from gateway.persistence.tokens import TokenError, TokenStore, load_token_key
-        from gateway.server.auth import token_authenticator
-
-        try:
-            key = load_token_key()
-        except TokenError as exc:
-            print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
-            return 2
-        options["authenticate"] = token_authenticator(TokenStore(raw_backend, key))
-    options["max_cost"] = args.max_cost
-    options["allowed_hosts"] = allowed_hosts(args.host, args.allowed_host)
-    app = create_app(query, **options)
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level.lower(),
-        log_config=None,  # configure_logging above owns the handlers and the format
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    print(banner(f"http://{host}:{args.port}", args.demo, mode), flush=True)
+    started = False
     try:
-        await server.serve()
+        warning = await probe_database(raw_backend, shown)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        store = SessionStore()
+        query = SessionQuery(live=[store], persistence=backend)
+        background = []
+        default_query = None
+        if args.demo:
+            from gateway.demo import DEFAULT_DEMO_QUERY, load_demo
+
+            demo = await load_demo(backend, store, agent_interval=args.agent_interval)
+            background.append(demo.agent.run)
+            default_query = DEFAULT_DEMO_QUERY
+        options: dict[str, Any] = {"background": background, "metrics": metrics}
+        options.update(access_options(args))
+        if default_query is not None:
+            options["default_query"] = default_query
+        secret = os.environ.get(ENV_CURSOR_SECRET)
+        if secret:
+            options["cursor_secret"] = secret
+        mode = auth_mode(args) or "none"
+        if mode == "tokens":
+            from gateway.persistence.tokens import TokenError, TokenStore, load_token_key
+            from gateway.server.auth import token_authenticator
+
+            try:
+                key = load_token_key()
+            except TokenError as exc:
+                print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
+                return 2
+            options["authenticate"] = token_authenticator(TokenStore(raw_backend, key))
+        options["max_cost"] = args.max_cost
+        options["allowed_hosts"] = allowed_hosts(args.host, args.allowed_host)
+        app = create_app(query, **options)
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level.lower(),
+            log_config=None,  # configure_logging above owns the handlers and the format
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
+        port = sock.getsockname()[1]
+        print(banner(f"http://{host}:{port}", args.demo, mode, shown), flush=True)
+        await server.serve(sockets=[sock])
+        started = server.started
     finally:
         close = getattr(backend, "close", None)
         if callable(close):
@@ -253,7 +314,7 @@ async def serve(args: argparse.Namespace) -> int:
                 await close()
         if tmp is not None:
             tmp.cleanup()
-    return 0 if server.started else 1
+    return 0 if started else 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,4 +345,31 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"session-gateway serve: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(args))
+    if args.demo and args.database:
+        print(
+            "session-gateway serve: --demo always serves from a temporary database (so the "
+            "demo sessions never land in a real one); drop --database, or drop --demo",
+            file=sys.stderr,
+        )
+        return 2
+    db = None
+    try:
+        if not args.demo:
+            db = resolve(args.database)
+            check_serve_target(db, create=args.create)
+    except DatabaseRefused as exc:
+        print(f"session-gateway serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(
+            f"session-gateway serve: cannot listen on {args.host}:{args.port}: {reason.lower()}",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        return asyncio.run(serve(args, db, sock))
+    finally:
+        sock.close()

@@ -72,19 +72,17 @@ def _when(ms: int | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from gateway.commands.database import DatabaseRefused, resolve
     from gateway.persistence import SqlPersistence
     from gateway.persistence.engine import (
-        DatabaseUrlError,
-        default_database_url,
         display_url,
-        normalize_url,
     )
     from gateway.persistence.errors import SchemaVersionError
     from gateway.persistence.tokens import TokenError, TokenStore, load_token_key, now_ms
 
     try:
-        url = normalize_url(args.database or default_database_url())
-    except DatabaseUrlError as exc:
+        url = resolve(args.database).url
+    except DatabaseRefused as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     try:
