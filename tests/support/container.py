@@ -29,10 +29,11 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .apt import AptUnavailable, ensure_packages, say
 
 BASE_IMAGE = "docker.io/library/python:3.11-slim"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -45,25 +46,17 @@ class ContainerUnavailable(RuntimeError):
 
 
 def _log(message: str) -> None:
-    print(f"tests: {message}", file=sys.stderr, flush=True)
+    say(message)
 
 
 def _apt_install(*packages: str) -> None:
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise ContainerUnavailable(
-            f"{' '.join(packages)} missing: `sudo apt-get install {' '.join(packages)}`"
-        )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    _log(f"installing {' '.join(packages)} with apt-get (one-time, ~1 min) ...")
-    started = time.monotonic()
-    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:  # stale or absent package lists on a fresh machine
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, timeout=900)
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise ContainerUnavailable(f"`{' '.join(command)}` failed:\n{done.stderr[-2000:]}")
-    _log(f"installed {' '.join(packages)} in {time.monotonic() - started:.0f} s")
+    def present() -> bool:
+        return all(shutil.which(p) is not None for p in packages)
+
+    try:
+        ensure_packages(*packages, present=present)
+    except AptUnavailable as exc:
+        raise ContainerUnavailable(str(exc)) from exc
 
 
 class Podman:

@@ -9,13 +9,12 @@ when a selected test needs them, with a progress line before and a timing after.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
-from collections.abc import Callable
 
 import pytest
 
 from tests.support import browser, node_tools
+from tests.support.apt import say
 
 
 def _needs_node(item: pytest.Item) -> bool:
@@ -27,13 +26,6 @@ def _needs_node(item: pytest.Item) -> bool:
     ) if module is not None else False  # fmt: skip
 
 
-def _announce(what: str, install: Callable[[], object]) -> None:
-    print(f"tests: {what} ...", file=sys.stderr, flush=True)
-    started = time.monotonic()
-    install()
-    print(f"tests: {what}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     items = session.items
     wants_browser = any(item.get_closest_marker("browser") for item in items)
@@ -41,12 +33,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     capture = session.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         try:
-            if wants_browser and not browser.CHROMIUM_PATH.exists():
-                _announce("installing Debian's chromium with apt-get (one-time, ~1 min)",
-                          browser.ensure_chromium)  # fmt: skip
+            if wants_browser:
+                browser.ensure_chromium()  # announces an install itself
             if wants_node and not node_tools.node_modules_fresh():
-                _announce("installing the npm test tools with `npm ci` (one-time, ~30 s)",
-                          node_tools.ensure_node_modules)  # fmt: skip
+                say("installing the npm test tools with `npm ci` (one-time, ~30 s) ...")
+                started = time.monotonic()
+                node_tools.ensure_node_modules()
+                say(f"installed the npm test tools in {time.monotonic() - started:.0f} s")
         except (browser.ChromiumUnavailable, node_tools.NodeToolsError) as exc:
-            # The tests that need the tool fail with this message themselves.
-            print(f"tests: {exc}", file=sys.stderr, flush=True)
+            say(str(exc))  # the tests that need the tool fail with this message themselves
