@@ -38,8 +38,8 @@ from gateway.observability import (
     GatewayMetrics,
     HttpMetricsMiddleware,
     MetricsEndpoint,
-    RequestIdMiddleware,
 )
+from gateway.observability.request_id import RequestIdMiddleware
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
 from gateway.web.ui import UI_PATH, ui_page
 
