@@ -386,3 +386,28 @@ async def test_served_request_lines_carry_its_request_id_access_line_included(
     assert '"GET /readyz HTTP/1.1" 503' in by_logger["uvicorn.access"]["msg"]
     for line in lines:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["ts"])
+
+
+async def test_readiness_failure_is_one_warning_line_and_its_traceback_only_at_debug(
+    restore_logging, unreadable_database
+):
+    app = create_app(unreadable_database)
+    for level in ("info", "debug"):
+        stream = io.StringIO()
+        configure_logging(json=True, level=level, stream=stream)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            assert (await client.get("/readyz")).status_code == 503
+        lines = [json.loads(x) for x in stream.getvalue().splitlines()]
+        ours = [x for x in lines if x["logger"] == "gateway.server"]
+        (warning,) = [x for x in ours if x["level"] == "WARNING"]
+        assert "readiness check failed" in warning["msg"]
+        assert "DatabaseError" in warning["msg"] and "file is not a database" in warning["msg"]
+        assert "\n" not in warning["msg"] and "exc_info" not in warning
+        tracebacks = [x for x in ours if "exc_info" in x]
+        if level == "info":
+            assert tracebacks == []
+        else:
+            (debug,) = tracebacks
+            assert debug["level"] == "DEBUG" and debug["request_id"] == warning["request_id"]
+            assert debug["exc_info"].startswith("Traceback")
