@@ -1,17 +1,11 @@
 """Operations support: Prometheus metrics, structured logs and request ids.
 
-Dependency-free (the standard library only); `metrics_extension` imports
-Strawberry lazily, when the GraphQL schema asks for it.
+Request ids are imported from `.request_id`, not from here: that module needs Starlette,
+and this package loads whenever `--help` reads the logging options. `metrics_extension`
+imports Strawberry lazily, when the GraphQL schema asks for it.
 """
 
-from .logging import (
-    RequestIdMiddleware,
-    add_logging_arguments,
-    configure_logging,
-    current_request_id,
-    new_request_id,
-    request_id_scope,
-)
+from .logging import add_logging_arguments, configure_logging
 from .metrics import (
     CONTENT_TYPE,
     GatewayMetrics,
@@ -27,13 +21,9 @@ __all__ = [
     "GatewayMetrics",
     "HttpMetricsMiddleware",
     "MetricsEndpoint",
-    "RequestIdMiddleware",
     "add_logging_arguments",
     "configure_logging",
-    "current_request_id",
     "instrument_backend",
     "metrics_extension",
-    "new_request_id",
-    "request_id_scope",
     "unwrap_backend",
 ]
