@@ -49,6 +49,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -214,7 +215,7 @@ def tracer_provider(flag: bool, environ: Mapping[str, str]) -> tuple[Any, str | 
     if not tracing_requested(flag, environ):
         return None, None
     try:
-        from gateway.observability import tracing
+        import gateway.observability.tracing as tracing
     except ImportError as exc:
         missing = exc.name or "opentelemetry"
         raise TracingUnavailable(
@@ -440,11 +441,27 @@ def run(args: argparse.Namespace) -> int:
         if exc.fatal:
             return 2
         provider, tracing = None, None
+    if provider is not None:
+        _exit_on_sigterm()
     try:
         return _run(args, provider, tracing)
     finally:
         if provider is not None:
             provider.shutdown()  # flushes the spans still batched (the loop has ended)
+
+
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM a SystemExit, so the spans still batched are flushed on `docker stop`.
+
+    uvicorn shuts down gracefully on SIGTERM and then raises it again under the handler
+    it found; the default one kills the process before any `finally` runs. Exit status
+    143 is what a shell reports for a kill by SIGTERM."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, stop)
 
 
 def _run(args: argparse.Namespace, provider: Any, tracing: str | None) -> int:
