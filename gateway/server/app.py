@@ -272,7 +272,7 @@ def create_app(
         routes=routes,
         middleware=[
             *tracing,  # outermost: its span covers every response, refusals included
-            # CORS is the OUTERMOST middleware (first here): a preflight is answered
+            # CORS is the OUTERMOST middleware after tracing: a preflight is answered
             # before anything else runs (no auth, no rate limit), and every response
             # from further in (401 from auth, 429, 413) passes back through it and
             # carries the CORS headers, so a page on another origin can read why it
