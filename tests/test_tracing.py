@@ -225,7 +225,7 @@ def test_trace_id_filter_puts_the_current_trace_on_log_records(spans: Any) -> No
 
     provider, _ = spans
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
-    assert TraceIdFilter().filter(record) and record.trace_id is None  # type: ignore[attr-defined]
+    assert TraceIdFilter().filter(record) and not hasattr(record, "trace_id")
     with provider.get_tracer("t").start_as_current_span("s") as span:
         TraceIdFilter().filter(record)
     assert record.trace_id == f"{span.get_span_context().trace_id:032x}"  # type: ignore[attr-defined]
@@ -456,7 +456,7 @@ def test_serve_exports_its_spans_over_otlp_and_flushes_them_at_shutdown(tmp_path
     env.pop("SESSION_GATEWAY_DATABASE_URL", None)
     env.pop("OTEL_SDK_DISABLED", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--log-format", "json"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -500,3 +500,8 @@ def test_serve_exports_its_spans_over_otlp_and_flushes_them_at_shutdown(tmp_path
     assert ("session-query-gateway", "query Listing", TRACE_ID) in exported
     assert ("session-query-gateway", "POST /graphql", TRACE_ID) in exported
     assert any(name.startswith("persistence ") for _, name, _ in exported)
+    # The JSON log lines written inside the traced request name its trace.
+    records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    access = [r for r in records if r["logger"] == "uvicorn.access" and "/graphql" in r["msg"]]
+    assert access and all(r.get("trace_id") == TRACE_ID for r in access), access
+    assert all("trace_id" not in r for r in records if "request_id" not in r)

@@ -321,7 +321,11 @@ async def serve(
     )
     from gateway.server.app import create_app
 
-    configure_logging(json=args.log_format == "json", level=args.log_level)
+    handler = configure_logging(json=args.log_format == "json", level=args.log_level)
+    if provider is not None:
+        from gateway.observability.tracing import TraceIdFilter
+
+        handler.addFilter(TraceIdFilter())  # JSON lines inside a span name its trace
     metrics = GatewayMetrics()
 
     tmp: tempfile.TemporaryDirectory[str] | None = None

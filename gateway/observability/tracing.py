@@ -343,16 +343,15 @@ def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
 
 
 class TraceIdFilter(logging.Filter):
-    """Adds `trace_id` and `span_id` (hex, as trace viewers show them; None outside a
-    span) to every record passing through, so a formatter can print them."""
+    """Adds `trace_id` and `span_id` (hex, as trace viewers show them) to every record
+    logged inside a span, so JSON lines can be joined with their trace; a record
+    outside a span gets neither (no `null` fields)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             record.trace_id = trace.format_trace_id(context.trace_id)
             record.span_id = trace.format_span_id(context.span_id)
-        else:
-            record.trace_id = record.span_id = None
         return True
 
 
