@@ -251,3 +251,37 @@ def test_image_migrates_postgresql_then_serves_it_as_compose_does(
     assert _query(port, token, "{ sessions(first: 1) { totalCount } }") == {
         "sessions": {"totalCount": 0}
     }
+
+
+def test_image_traces_a_request_when_the_environment_asks(
+    podman: Podman, image: str, containers: list[str]
+):
+    """The image carries the `otel` extra: OTEL_TRACES_EXPORTER=console is enough, and the
+    spans still batched are written when the container is stopped."""
+    trace_id = uuid.uuid4().hex
+    name = _name()
+    containers.append(name)
+    port = free_port()
+    podman.run(
+        "run", "--detach", "--name", name, "--publish", f"127.0.0.1:{port}:8000",
+        "--env", f"SESSION_GATEWAY_TOKEN_KEY={TOKEN_KEY}",
+        "--env", "OTEL_TRACES_EXPORTER=console", image,
+    )  # fmt: skip
+    _wait_healthy(podman, name, f"http://127.0.0.1:{port}/healthz")
+    token = podman.run(
+        "exec", name, "session-gateway", "token", "create", "--name", "t", "--grant", "all"
+    ).stdout.strip()
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/graphql",
+        json={"query": "query Traced { sessions(first: 1) { totalCount } }"},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01",
+        },
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    podman.run("stop", "--time", "15", name, timeout=60)
+    out = podman.run("logs", name).stdout
+    assert "Tracing:" in out, out[:2000]
+    assert '"name": "query Traced"' in out and f"0x{trace_id}" in out, out[-3000:]

@@ -420,7 +420,9 @@ def test_dockerfile_is_multi_stage_on_slim_python(dockerfile: Dockerfile):
     # The runtime stage installs wheels only: no compilers, no index, no apt.
     runtime_runs = " ".join(i.args for i in dockerfile.in_stage(dockerfile.final, "RUN"))
     assert "apt-get" not in runtime_runs and "gcc" not in runtime_runs
-    assert "pip install --no-index --find-links=/wheels session-query-gateway" in runtime_runs
+    assert (
+        "pip install --no-index --find-links=/wheels 'session-query-gateway[otel]'" in runtime_runs
+    ), "the image installs the project with its tracing extra, offline from the wheels"
     mounts = [i.flags.get("mount", "") for i in dockerfile.in_stage(dockerfile.final, "RUN")]
     wheel_mounts = [m for m in mounts if "source=/wheels" in m]
     assert wheel_mounts, "the runtime stage mounts the builder's wheels"
@@ -556,7 +558,7 @@ def test_dependencies_are_binary_wheels_on_arm64_too(tmp_path: Path):
             "--platform=manylinux_2_36_aarch64",
             "--platform=manylinux2014_aarch64",
             f"--target={tmp_path / 'arm64'}",
-            str(project_wheel),
+            f"{project_wheel}[otel]",  # the image installs the tracing extra too
         ],
         capture_output=True,
         text=True,
