@@ -20,16 +20,19 @@
 * `metrics_extension(metrics)` is a Strawberry `SchemaExtension` *class* that
   counts and times operations from the `on_operation` hook only (no per-field
   `resolve` hook, which would slow large lists down by an order of magnitude).
-* `MetricsEndpoint` (the `/metrics` ASGI app: GET/HEAD, 405 otherwise, rendered
-  in a worker thread because the process collector reads `/proc`),
-  `HttpMetricsMiddleware` (pure ASGI) and `instrument_backend` (a transparent
-  proxy counting persistence calls) complete the wiring.
+* `MetricsEndpoint` is the `/metrics` ASGI app (the library's `make_asgi_app`
+  renders on the event loop and answers every method; ours renders
+  `generate_latest` in a worker thread, answers GET/HEAD with `no-store` and
+  405 otherwise). `HttpMetricsMiddleware` (pure ASGI) and `instrument_backend`
+  (a transparent proxy counting persistence calls) complete the wiring; the
+  library has neither.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import inspect
 import re
@@ -145,9 +148,12 @@ class _WithoutCreated(Collector):
         self.registry = registry
 
     def collect(self) -> Iterator[Metric]:
-        for family in self.registry.collect():  # fresh families on every collect
+        for family in self.registry.collect():
             created = family.name + "_created"
-            family.samples = [s for s in family.samples if s.name != created]
+            kept = [s for s in family.samples if s.name != created]
+            if len(kept) != len(family.samples):
+                family = copy.copy(family)  # a collector may hand out the same family twice
+                family.samples = kept
             yield family
 
 
@@ -370,8 +376,9 @@ class MetricsEndpoint:
 
     A class instance (not a function) so Starlette's `Route("/metrics", endpoint)`
     treats it as a raw ASGI app. The exposition is rendered in a worker thread:
-    the process collector reads `/proc` (file I/O) and a full set of series is a
-    few milliseconds of CPU, neither of which belongs on the event loop.
+    the process collector reads `/proc` (file I/O), and with every label slot
+    in use the library takes tens of milliseconds of CPU to render
+    (`benchmarks/bench_metrics.py`); neither belongs on the event loop.
     """
 
     def __init__(self, metrics: GatewayMetrics) -> None:
