@@ -432,6 +432,22 @@ async def test_metrics_endpoint_and_http_middleware():
     assert counts["/graphql"] == 2
 
 
+async def test_the_exposition_is_rendered_off_the_event_loop():
+    metrics = GatewayMetrics()
+    threads: list[int] = []
+    render = metrics.render
+
+    def watched() -> bytes:
+        threads.append(threading.get_ident())
+        return render()
+
+    metrics.render = watched  # type: ignore[method-assign]
+    transport = httpx.ASGITransport(app=metrics_app(metrics))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.get("/metrics")).status_code == 200
+    assert threads and threading.get_ident() not in threads
+
+
 # -- the backend proxy ----------------------------------------------------------------
 
 HEADER = SessionHeader.from_json({"version": 0, "id": "s1", "createdAt": 1})
