@@ -2,6 +2,6 @@
 
 from pathlib import Path
 
-pytest_plugins = ["tests.support.pg_plugin"]
+pytest_plugins = ["tests.support.pg_plugin", "tests.support.tools_plugin"]
 
 DATA_DIR = Path(__file__).parent / "data"

@@ -186,6 +186,29 @@ def test_import_summary_names_the_absolute_database_path(tmp_path: Path) -> None
     assert f"into {tmp_path / 'rel.db'}" in result.stdout.splitlines()[-1]
 
 
+def test_migrate_status_of_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None:
+    from gateway import cli
+
+    target = tmp_path / "typo.db"
+    assert cli.main(["migrate", "--status", "--database", f"sqlite:///{target}"]) == 2
+    assert not target.exists()
+
+
+async def test_the_library_creates_no_directory_but_the_embedded_default_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.persistence.engine import default_database_path
+    from gateway.persistence.migrations import migrate
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    stray = tmp_path / "no" / "such" / "dir" / "x.db"
+    with pytest.raises(Exception, match="unable to open database file"):
+        await migrate(f"sqlite+aiosqlite:///{stray}")
+    assert not (tmp_path / "no").exists()
+    await migrate(f"sqlite+aiosqlite:///{default_database_path()}")
+    assert default_database_path().is_file()
+
+
 # --------------------------------------------------------------------- serve starts
 
 

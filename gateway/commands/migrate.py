@@ -50,6 +50,10 @@ async def _migrate(args: argparse.Namespace) -> int:
     url, shown = db.url, db.shown
     try:
         if args.status:
+            if db.path is not None and not db.path.exists():
+                # Reading the revision must not create the file it reports on.
+                print(f"session-gateway migrate: no database file at {shown}", file=sys.stderr)
+                return 2
             state = await current_revision(url)
             print(
                 f"{shown}: revision {state.revision or 'none'} "

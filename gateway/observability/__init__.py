@@ -1,9 +1,10 @@
 """Operations support: Prometheus metrics, structured logs and request ids.
 
-Metrics are `prometheus_client`'s, in a registry per app (`metrics.py`);
-`metrics_extension` imports Strawberry lazily, when the GraphQL schema asks for
-it. The names below are imported on first use, so a command that only needs
-the logging options (`serve --help`) does not load the metrics library.
+Metrics are `prometheus_client`'s, in a registry per app (`metrics.py`). The
+names below are imported on first use: this package loads whenever `--help`
+reads the logging options, which must not load the metrics library. Request ids
+are imported from `.request_id`, not from here (that module needs Starlette).
+`metrics_extension` imports Strawberry lazily, when the GraphQL schema asks for it.
 """
 
 from __future__ import annotations
@@ -12,14 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .logging import (
-        RequestIdMiddleware,
-        add_logging_arguments,
-        configure_logging,
-        current_request_id,
-        new_request_id,
-        request_id_scope,
-    )
+    from .logging import add_logging_arguments, configure_logging
     from .metrics import (
         CONTENT_TYPE,
         GatewayMetrics,
@@ -31,12 +25,8 @@ if TYPE_CHECKING:
     )
 
 _SOURCES = {
-    "RequestIdMiddleware": "logging",
     "add_logging_arguments": "logging",
     "configure_logging": "logging",
-    "current_request_id": "logging",
-    "new_request_id": "logging",
-    "request_id_scope": "logging",
     "CONTENT_TYPE": "metrics",
     "GatewayMetrics": "metrics",
     "HttpMetricsMiddleware": "metrics",
@@ -63,13 +53,9 @@ __all__ = [
     "GatewayMetrics",
     "HttpMetricsMiddleware",
     "MetricsEndpoint",
-    "RequestIdMiddleware",
     "add_logging_arguments",
     "configure_logging",
-    "current_request_id",
     "instrument_backend",
     "metrics_extension",
-    "new_request_id",
-    "request_id_scope",
     "unwrap_backend",
 ]

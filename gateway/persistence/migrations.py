@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .engine import (
     create_engine,
+    default_database_path,
     display_url,
     is_sqlite,
     normalize_url,
@@ -201,6 +202,17 @@ def _migrate_sync(conn: Connection, url: URL, target: str | None) -> MigrationRe
     return MigrationResult(before, target)
 
 
+def _make_default_directory(url: URL) -> None:
+    """Create the embedded default database's directory, and no other.
+
+    Any other SQLite file's directory must exist: creating it would turn a typo in a
+    path into a new, empty database in a new folder.
+    """
+    path = sqlite_file(url) if is_sqlite(url) else None
+    if path is not None and Path(path).absolute() == default_database_path().absolute():
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
 async def migrate_engine(engine: AsyncEngine, url: URL, revision: str = "head") -> MigrationResult:
     """Upgrade or downgrade the database behind `engine` to `revision` in one transaction.
 
@@ -208,9 +220,7 @@ async def migrate_engine(engine: AsyncEngine, url: URL, revision: str = "head") 
     database at an unknown revision or with unversioned tables of ours.
     """
     target = _resolve_target(revision)
-    path = sqlite_file(url) if is_sqlite(url) else None
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    _make_default_directory(url)
     async with engine.connect() as conn:
         conn = await conn.execution_options(**write_options(url))
         async with conn.begin():
@@ -240,9 +250,8 @@ async def current_revision(url: str | URL) -> SchemaState:
 
 async def ensure_schema(engine: AsyncEngine, url: URL, *, auto_migrate: bool) -> SchemaState:
     """Make sure the database can be used, migrating it when policy allows (module docstring)."""
-    path = sqlite_file(url) if is_sqlite(url) else None
-    if path is not None and auto_migrate and not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if auto_migrate:
+        _make_default_directory(url)
     async with engine.connect() as conn:
         state = await schema_state(conn)
     if state.status == "current":

@@ -38,8 +38,8 @@ from gateway.observability import (
     GatewayMetrics,
     HttpMetricsMiddleware,
     MetricsEndpoint,
-    RequestIdMiddleware,
 )
+from gateway.observability.request_id import RequestIdMiddleware
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
 from gateway.web.ui import UI_PATH, ui_page
 
@@ -107,7 +107,15 @@ async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
         return False, f"persistence did not answer within {limit_s:g} s"
     except Exception as exc:  # the driver's text (host:port, SQL) goes to the log only
         cid = new_correlation_id()
-        logger.warning("readiness check failed (correlation id %s)", cid, exc_info=exc)
+        # A load balancer polls this: one line per failure, the traceback only at DEBUG.
+        first_line = next(iter(str(exc).splitlines()), "")
+        logger.warning(
+            "readiness check failed (correlation id %s): %s%s",
+            cid,
+            type(exc).__name__,
+            f": {first_line}" if first_line else "",
+        )
+        logger.debug("readiness check failure %s, traceback", cid, exc_info=exc)
         return False, f"persistence unreachable ({type(exc).__name__}; correlation id {cid})"
     return True, "persistence reachable"
 

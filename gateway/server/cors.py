@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
-from gateway.observability.logging import REQUEST_ID_HEADER
+from gateway.observability.request_id import REQUEST_ID_HEADER
 
 ALLOW_METHODS = ("GET", "POST")
 ALLOW_HEADERS = ("Authorization", "Content-Type")

@@ -22,7 +22,7 @@ from typing import Any
 from graphql import GraphQLError
 
 from gateway.core import SessionQueryError
-from gateway.observability.logging import current_request_id
+from gateway.observability.request_id import current_request_id
 
 from .codes import GatewayCode
 

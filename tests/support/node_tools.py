@@ -83,6 +83,11 @@ def _is_fresh(expected: str) -> bool:
         return False
 
 
+def node_modules_fresh() -> bool:
+    """`tests/js/node_modules` was installed from the current lock file."""
+    return _is_fresh(_lock_digest())
+
+
 @contextlib.contextmanager
 def _install_lock() -> Iterator[None]:
     """Serialise installs between concurrent test processes (e.g. pytest-xdist)."""

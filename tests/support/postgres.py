@@ -16,12 +16,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from .apt import AptUnavailable, ensure_packages
 
 DEBIAN_PG_ROOT = Path("/usr/lib/postgresql")
 SERVER_USER = "postgres"
@@ -71,26 +72,10 @@ class PostgresServer:
         """
         if (found := _find_bindir()) is not None:
             return found
-        if os.geteuid() == 0 and shutil.which("apt-get"):
-            print(
-                "tests: PostgreSQL not found; installing it with apt-get (one-time, ~1 min) ...",
-                file=sys.stderr,
-            )
-            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-            for cmd in (
-                ["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
-            ):
-                result = subprocess.run(
-                    cmd, env=env, capture_output=True, text=True, timeout=900, check=False
-                )
-                if result.returncode != 0:
-                    raise RuntimeError(
-                        f"`{' '.join(cmd)}` failed (exit {result.returncode}):\n"
-                        f"{_tail(result.stdout + result.stderr)}"
-                    )
-            if (found := _find_bindir()) is not None:
-                return found
+        with contextlib.suppress(AptUnavailable):  # the error below says what to do
+            ensure_packages("postgresql", present=lambda: _find_bindir() is not None)
+        if (found := _find_bindir()) is not None:
+            return found
         raise RuntimeError(
             f"PostgreSQL server binaries not found under {DEBIAN_PG_ROOT}/<version>/bin; "
             "install the Debian package: `apt-get install postgresql` (needs root)"
