@@ -24,7 +24,16 @@ from gateway.commands import serve as serve_command
 from gateway.server import cost
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("sqlalchemy", "alembic", "strawberry", "graphql", "uvicorn", "starlette", "asyncpg")
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "strawberry",
+    "graphql",
+    "uvicorn",
+    "starlette",
+    "asyncpg",
+    "opentelemetry",
+)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -111,7 +111,7 @@ def test_vendored_assets_exist_with_versions() -> None:
 def test_browser_check_flags_requests_leaving_the_host(server_url: str) -> None:
     # Strawberry's built-in page loads GraphiQL from a CDN: the harness must block and
     # list those requests (nothing is sent) and report the page as not working.
-    report = run_browser_check(f"{server_url}/cdn-graphql", "{ hello }", HELLO, step_timeout_s=3)
+    report = run_browser_check(f"{server_url}/cdn-graphql", "{ hello }", HELLO, step_timeout_s=1)
     assert not report["ok"]
     assert report["failedRequests"], report
     assert all("127.0.0.1" not in r["url"] for r in report["failedRequests"])

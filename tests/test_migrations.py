@@ -104,7 +104,7 @@ async def test_migrated_schema_matches_the_table_definitions(db_url: str) -> Non
 
 
 async def test_a_fresh_sqlite_file_is_migrated_on_first_use(tmp_path: Path) -> None:
-    path = tmp_path / "not" / "yet" / "there.db"
+    path = tmp_path / "there.db"  # its directory exists: only the default's is ever made
     db = SqlPersistence(f"sqlite:///{path}")
     try:
         assert await db.list() == []

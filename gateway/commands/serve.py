@@ -32,6 +32,14 @@ On a loopback bind only requests whose Host header is localhost, 127.0.0.1,
 [::1] or the bind address are served (421 otherwise: DNS-rebinding
 protection); --allowed-host adds names. --max-cost bounds the objects one
 operation may return (gateway.server.cost).
+
+Tracing (OpenTelemetry, the `otel` extra): on with --otel, or when the standard
+environment asks for it ($OTEL_TRACES_EXPORTER other than `none`, or
+$OTEL_EXPORTER_OTLP_ENDPOINT / $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set);
+OTEL_SDK_DISABLED=true keeps it off whatever else says. The SDK reads the rest of
+its OTEL_* variables itself (gateway.observability.tracing.provider_from_env).
+--otel without the extra is refused; the environment alone without it gets a
+warning line and no tracing.
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +73,12 @@ AUTH_MODES = ("none", "tokens")
 DEFAULT_MAX_COST = 50_000
 """`gateway.server.cost.DEFAULT_MAX_COST`, repeated so `--help` need not import the GraphQL
 layer (a test checks the two agree)."""
+OTEL_EXTRA = "pip install 'session-query-gateway[otel]'"
+OTEL_SWITCHES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+"""Standard variables whose presence means "export traces" (besides $OTEL_TRACES_EXPORTER)."""
 STARTUP_PROBE_TIMEOUT = 10.0
 """Seconds the start-up check waits for the database before warning and serving anyway."""
 
@@ -124,6 +140,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="--demo: seconds between the simulated agent's appends (default 1)",
     )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace requests, operations and database calls with OpenTelemetry (needs "
+        f"{OTEL_EXTRA}; configured by the standard OTEL_* variables, OTLP over HTTP to "
+        "$OTEL_EXPORTER_OTLP_ENDPOINT by default). Also on when $OTEL_TRACES_EXPORTER or "
+        "$OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set; OTEL_SDK_DISABLED=true turns it off",
+    )
     add_access_arguments(parser)
     add_logging_arguments(parser)
 
@@ -172,13 +196,58 @@ def auth_mode(args: argparse.Namespace) -> str | None:
     return mode if mode in AUTH_MODES else None
 
 
+def tracing_requested(flag: bool, environ: Mapping[str, str]) -> bool:
+    """Whether to trace: --otel, or the standard environment asking for an exporter;
+    OTEL_SDK_DISABLED=true wins over both."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if flag:
+        return True
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return any(environ.get(name, "").strip() for name in OTEL_SWITCHES)
+
+
+def tracer_provider(flag: bool, environ: Mapping[str, str]) -> tuple[Any, str | None]:
+    """`(provider or None, banner text)`; raises `TracingUnavailable` with the line to print
+    when tracing is asked for and cannot be had (a warning when only the env asked)."""
+    if not tracing_requested(flag, environ):
+        return None, None
+    try:
+        import gateway.observability.tracing as tracing
+    except ImportError as exc:
+        missing = exc.name or "opentelemetry"
+        raise TracingUnavailable(
+            f"tracing needs the otel extra (no module {missing!r}): {OTEL_EXTRA}",
+            fatal=flag,
+        ) from None
+    try:
+        provider = tracing.provider_from_env(environ)
+    except tracing.TracingConfigError as exc:
+        raise TracingUnavailable(str(exc), fatal=True) from None
+    return provider, tracing.exporter_description(environ)
+
+
+class TracingUnavailable(Exception):
+    def __init__(self, message: str, *, fatal: bool) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
 def _open_backend(url: str) -> Any:
     from gateway.persistence import SqlPersistence
 
     return SqlPersistence(url)
 
 
-def banner(base: str, demo: bool, auth: str = "none", database: str | None = None) -> str:
+def banner(
+    base: str,
+    demo: bool,
+    auth: str = "none",
+    database: str | None = None,
+    tracing: str | None = None,
+) -> str:
     lines = [
         "",
         f"  GraphiQL:  {base}/graphql   (open it in a browser)",
@@ -190,6 +259,8 @@ def banner(base: str, demo: bool, auth: str = "none", database: str | None = Non
         lines.append(f"  Database:  {database}")
     if auth == "tokens":
         lines.append("  Auth:      bearer tokens (`session-gateway token create` makes one)")
+    if tracing is not None:
+        lines.append(f"  Tracing:   {tracing}")
     if demo:
         from gateway.demo import EXAMPLE_QUERIES
 
@@ -233,7 +304,13 @@ async def probe_database(backend: Any, shown: str) -> str | None:
     return None
 
 
-async def serve(args: argparse.Namespace, db: ResolvedDatabase | None, sock: socket.socket) -> int:
+async def serve(
+    args: argparse.Namespace,
+    db: ResolvedDatabase | None,
+    sock: socket.socket,
+    provider: Any = None,
+    tracing: str | None = None,
+) -> int:
     import uvicorn
 
     from gateway.core import SessionQuery, SessionStore
@@ -244,7 +321,11 @@ async def serve(args: argparse.Namespace, db: ResolvedDatabase | None, sock: soc
     )
     from gateway.server.app import create_app
 
-    configure_logging(json=args.log_format == "json", level=args.log_level)
+    handler = configure_logging(json=args.log_format == "json", level=args.log_level)
+    if provider is not None:
+        from gateway.observability.tracing import TraceIdFilter
+
+        handler.addFilter(TraceIdFilter())  # JSON lines inside a span name its trace
     metrics = GatewayMetrics()
 
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -292,6 +373,7 @@ async def serve(args: argparse.Namespace, db: ResolvedDatabase | None, sock: soc
             options["authenticate"] = token_authenticator(TokenStore(raw_backend, key))
         options["max_cost"] = args.max_cost
         options["allowed_hosts"] = allowed_hosts(args.host, args.allowed_host)
+        options["tracer_provider"] = provider
         app = create_app(query, **options)
         config = uvicorn.Config(
             app,
@@ -304,7 +386,7 @@ async def serve(args: argparse.Namespace, db: ResolvedDatabase | None, sock: soc
         server = uvicorn.Server(config)
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
         port = sock.getsockname()[1]
-        print(banner(f"http://{host}:{port}", args.demo, mode, shown), flush=True)
+        print(banner(f"http://{host}:{port}", args.demo, mode, shown, tracing), flush=True)
         await server.serve(sockets=[sock])
         started = server.started
     finally:
@@ -352,6 +434,41 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        provider, tracing = tracer_provider(args.otel, os.environ)
+    except TracingUnavailable as exc:
+        print(
+            f"session-gateway serve: {'' if exc.fatal else 'warning: '}{exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if exc.fatal:
+            return 2
+        provider, tracing = None, None
+    if provider is not None:
+        _exit_on_sigterm()
+    try:
+        return _run(args, provider, tracing)
+    finally:
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched (the loop has ended)
+
+
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM a SystemExit, so the spans still batched are flushed on `docker stop`.
+
+    uvicorn shuts down gracefully on SIGTERM and then raises it again under the handler
+    it found; the default one kills the process before any `finally` runs. Exit status
+    143 is what a shell reports for a kill by SIGTERM."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, stop)
+
+
+def _run(args: argparse.Namespace, provider: Any, tracing: str | None) -> int:
     db = None
     try:
         if not args.demo:
@@ -370,6 +487,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        return asyncio.run(serve(args, db, sock))
+        return asyncio.run(serve(args, db, sock, provider, tracing))
     finally:
         sock.close()

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -50,7 +50,7 @@ from .cors import check_origins, cors_middleware
 from .cost import DEFAULT_MAX_COST
 from .cursors import CursorCodec
 from .documents import check_manifest
-from .errors import new_correlation_id
+from .errors import error_code, new_correlation_id
 from .host_check import HostAllowList
 from .http import GraphQLHTTP
 from .limits import (
@@ -68,6 +68,9 @@ from .schema import build_schema
 from .security_headers import SecurityHeaders
 from .sse import EventStream
 from .websocket import DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_SUBSCRIPTIONS, GraphQLWebSocket
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger("gateway.server")
 
@@ -145,6 +148,7 @@ def create_app(
     max_subscriptions_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS,
     max_cost: int = DEFAULT_MAX_COST,
     allowed_hosts: Sequence[str] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> Starlette:
     """A Starlette app serving `query` over GraphQL.
 
@@ -165,6 +169,10 @@ def create_app(
     `subscription_buffer` is how many events a subscriber may fall behind by
     before SUBSCRIPTION_LAGGED; `connection_init_timeout` and
     `max_subscriptions_per_connection` bound graphql-transport-ws connections.
+    `tracer_provider` (an OpenTelemetry SDK provider; needs the `otel` extra) turns on
+    tracing: a span per request, per operation and per backend call, the mounted
+    backend being replaced on `query` by its `trace_backend` proxy (see
+    `gateway.observability.tracing`). None: nothing is traced and nothing imported.
     """
     if not isinstance(query, SessionQuery):
         raise TypeError(f"create_app needs a SessionQuery, got {type(query).__name__}")
@@ -181,7 +189,16 @@ def create_app(
         parse_rate(rate_limit)
     metrics = metrics if metrics is not None else GatewayMetrics()
     metrics.know_error_codes(GATEWAY_CODES)
-    schema = build_schema(limits, metrics=metrics)
+    tracing: list[Middleware] = []
+    operation_span = None
+    if tracer_provider is not None:
+        from gateway.observability import tracing as otel  # the `otel` extra
+
+        tracing.append(otel.server_span_middleware(tracer_provider))
+        operation_span = otel.operation_tracing(tracer_provider, error_code)
+        if query.persistence is not None:
+            query.mount_persistence(otel.trace_backend(query.persistence, tracer_provider))
+    schema = build_schema(limits, metrics=metrics, tracing=operation_span)
     cursors = CursorCodec(cursor_secret)
 
     def make_context(request: HTTPConnection) -> Context:
@@ -262,7 +279,8 @@ def create_app(
         debug=debug,
         routes=routes,
         middleware=[
-            # CORS is the OUTERMOST middleware (first here): a preflight is answered
+            *tracing,  # outermost: its span covers every response, refusals included
+            # CORS is the OUTERMOST middleware after tracing: a preflight is answered
             # before anything else runs (no auth, no rate limit), and every response
             # from further in (401 from auth, 429, 413) passes back through it and
             # carries the CORS headers, so a page on another origin can read why it

@@ -87,12 +87,33 @@ def _document_error_code(error: GraphQLError) -> str:
     return VALIDATION_FAILED
 
 
-def format_error(error: GraphQLError) -> dict[str, Any]:
-    """The client-facing JSON of one GraphQL error (see the module docstring)."""
+def _original(error: GraphQLError) -> BaseException | None:
     original = error.original_error
     # graphql-core may wrap a located error around another GraphQLError.
     while isinstance(original, GraphQLError) and original.original_error is not None:
         original = original.original_error
+    return original
+
+
+def error_code(error: GraphQLError) -> str:
+    """The `extensions.code` `format_error` gives `error`, without its side effects (no
+    log line, no correlation id): for tracing, which sees errors before they are sent."""
+    original = _original(error)
+    if isinstance(original, SessionQueryError):
+        return original.code.value
+    if isinstance(original, GatewayError):
+        return str(original.code)
+    is_document_error = error.path is None and bool(error.nodes)
+    if original is None or isinstance(original, GraphQLError) or is_document_error:
+        default = _document_error_code(error) if error.path is None else VALIDATION_FAILED
+        code = (error.extensions or {}).get("code", default)
+        return str(code if isinstance(code, str) else default)
+    return str(INTERNAL_ERROR)
+
+
+def format_error(error: GraphQLError) -> dict[str, Any]:
+    """The client-facing JSON of one GraphQL error (see the module docstring)."""
+    original = _original(error)
     if isinstance(original, SessionQueryError):
         extensions: dict[str, Any] = {"code": original.code.value}
         if original.correlation_id is not None:  # the log line that holds the backend's text

@@ -102,14 +102,19 @@ class _QuietSchema(strawberry.Schema):
 
 
 def build_schema(
-    limits: Limits | None = None, metrics: GatewayMetrics | None = None
+    limits: Limits | None = None,
+    metrics: GatewayMetrics | None = None,
+    tracing: type[SchemaExtension] | None = None,
 ) -> strawberry.Schema:
     """The schema with `limits` installed (defaults when None), and `metrics` recording
-    each operation (outermost, so it times the limits' hooks too)."""
+    each operation (outermost, so it times the limits' hooks too); `tracing` (from
+    `gateway.observability.tracing.operation_tracing`) outside them all."""
     extensions: list[type[SchemaExtension]] = limit_extensions(limits or Limits())
     if metrics is not None:
         # Errors are counted by the HTTP layer, on the response it actually sends.
         extensions.insert(0, metrics_extension(metrics, count_errors=False))
+    if tracing is not None:
+        extensions.insert(0, tracing)
     from .subscriptions import Subscription  # imports the event types, like Query
 
     return _QuietSchema(
