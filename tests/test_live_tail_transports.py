@@ -89,7 +89,7 @@ def test_every_event_once_in_order_across_a_replay_raced_by_appends() -> None:
 
     async def agent() -> None:
         await until(lambda: session.listener_count > 0)
-        seen["sent_at_first_append"] = metrics.subscription_events.value()
+        seen["sent_at_first_append"] = metrics.value("graphql_subscription_events_total")
         for i in range(600):
             session.append(TURN, {"late": i})
             if i % 5 == 0:
@@ -146,7 +146,7 @@ def test_a_live_session_leaving_its_store_completes_the_subscription() -> None:
         out = run_subscription(
             {"url": ws_url(base), "query": SUBSCRIPTION, "variables": {"id": "s"}}
         )
-        active = metrics.subscriptions_active.value()
+        active = metrics.value("graphql_subscriptions_active")
     assert out["completed"] is True and out["error"] is None
     assert seqs_of(out["results"]) == list(range(8))
     assert active == 0
@@ -307,7 +307,7 @@ def test_a_consumer_that_stops_reading_lags_with_last_seq_and_resumes_gap_free()
     assert error["extensions"]["code"] == "SUBSCRIPTION_LAGGED"
     assert seqs == list(range(last + 1)) and 100 < last < total - 1  # sent until it stalled
     assert seqs_of(resumed["results"]) == list(range(last + 1, total))
-    assert metrics.subscription_lagged.value() == 1
+    assert metrics.value("graphql_subscription_lagged_total") == 1
 
 
 # -- protocol errors -----------------------------------------------------------------------

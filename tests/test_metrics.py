@@ -1,183 +1,170 @@
-"""gateway.observability.metrics: the exposition format, bounded labels, the Strawberry
-extension, the ASGI pieces and the backend proxy."""
+"""gateway.observability.metrics: bounded labels on prometheus_client, a registry per app,
+the Strawberry extension, the ASGI pieces and the backend proxy. Expositions are read
+with prometheus_client's own parser."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import threading
+from pathlib import Path
 
 import httpx
+import prometheus_client
 import pytest
 import strawberry
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from gateway import create_app
 from gateway.core import ErrorCode, SessionEvent, SessionHeader, SessionQuery, SessionQueryError
-from gateway.core.backend import PersistenceBackend
+from gateway.core.backend import CorpusReads, DerivedReads, PersistenceBackend
 from gateway.observability.metrics import (
     CONTENT_TYPE,
-    Counter,
+    DEFAULT_BUCKETS,
     GatewayMetrics,
-    Histogram,
     HttpMetricsMiddleware,
     MetricsEndpoint,
-    Registry,
-    escape_label_value,
-    format_value,
+    backend_methods,
+    coroutine_methods,
     graphql_error_code,
     instrument_backend,
     metrics_extension,
     unwrap_backend,
 )
+from gateway.persistence import SqlPersistence
 from gateway.server.codes import GATEWAY_CODES
-
-# One sample line of the text format 0.0.4: name, optional labels, value.
-SAMPLE = re.compile(
-    r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\\\|\\"|\\n)*",?)*\})? '
-    r"(-?[0-9.e+-]+|\+Inf|-Inf|NaN)$"
-)
+from tests.support.sqlite_backend import sql_backend
+from tests.test_graphql_helpers import simple_log
 
 
-def assert_valid_exposition(text: str) -> None:
-    assert text.endswith("\n")
-    for line in text.splitlines():
-        if line.startswith("# HELP ") or line.startswith("# TYPE "):
-            continue
-        assert SAMPLE.match(line), line
+def families(text: str) -> dict[str, prometheus_client.Metric]:
+    """The metric families of an exposition by family name (a counter's without `_total`)."""
+    return {family.name: family for family in text_string_to_metric_families(text)}
 
 
-# -- the registry --------------------------------------------------------------
+def samples(metrics: GatewayMetrics, name: str) -> list[Sample]:
+    """Every sample named `name` in what `/metrics` would answer now."""
+    text = metrics.render().decode()
+    return [s for family in families(text).values() for s in family.samples if s.name == name]
 
 
-def test_counter_exposition_is_exact():
-    registry = Registry()
-    requests = registry.counter("requests_total", "Requests handled.", ("route", "status"))
-    requests.inc(route="/b", status="200")
-    requests.inc(route="/a", status="500")
-    requests.inc(2.5, route="/b", status="200")
-    plain = registry.counter("starts_total", "Starts.")
-    assert registry.render() == (
-        "# HELP requests_total Requests handled.\n"
-        "# TYPE requests_total counter\n"
-        'requests_total{route="/a",status="500"} 1.0\n'
-        'requests_total{route="/b",status="200"} 3.5\n'
-        "# HELP starts_total Starts.\n"
-        "# TYPE starts_total counter\n"
-        "starts_total 0.0\n"
-    )
-    plain.inc()
-    assert plain.value() == 1.0
-    assert requests.value(route="/b", status="200") == 3.5
-    assert requests.value(route="/c", status="200") == 0.0
+def label_values(metrics: GatewayMetrics, name: str, *labels: str) -> set[tuple[str, ...]]:
+    return {tuple(s.labels[label] for label in labels) for s in samples(metrics, name)}
 
 
-def test_histogram_exposition_is_exact():
-    registry = Registry()
-    latency = registry.histogram("latency_seconds", "Latency.", ("op",), buckets=(0.1, 1.0))
-    for value in (0.05, 0.1, 0.5, 3.0):  # 0.1 lands in le="0.1": bounds are inclusive
-        latency.observe(value, op="q")
-    assert registry.render() == (
-        "# HELP latency_seconds Latency.\n"
-        "# TYPE latency_seconds histogram\n"
-        'latency_seconds_bucket{op="q",le="0.1"} 2.0\n'
-        'latency_seconds_bucket{op="q",le="1.0"} 3.0\n'
-        'latency_seconds_bucket{op="q",le="+Inf"} 4.0\n'
-        'latency_seconds_sum{op="q"} 3.65\n'
-        'latency_seconds_count{op="q"} 4.0\n'
-    )
-    assert latency.snapshot(op="q") == ([2.0, 3.0, 4.0], 3.65, 4.0)
-    assert latency.snapshot(op="never") == ([0.0, 0.0, 0.0], 0.0, 0.0)
+# -- the exposition ------------------------------------------------------------------
+
+GATEWAY_FAMILIES = {
+    "graphql_operations": ("counter", {"operation_name", "operation_type"}),
+    "graphql_operation_duration_seconds": ("histogram", {"operation_name", "operation_type"}),
+    "graphql_errors": ("counter", {"code"}),
+    "backend_calls": ("counter", {"method", "outcome"}),
+    "backend_call_duration_seconds": ("histogram", {"method"}),
+    "http_requests": ("counter", {"route", "status"}),
+    "http_request_duration_seconds": ("histogram", {"route"}),
+    "graphql_subscriptions_active": ("gauge", set()),
+    "graphql_subscription_events": ("counter", set()),
+    "graphql_subscription_lagged": ("counter", set()),
+}
+"""The documented metrics (README, Endpoints): names, types and label names are a contract."""
 
 
-def test_unlabelled_histogram_starts_at_zero_and_inf_bucket_is_implicit():
-    registry = Registry()
-    registry.histogram("h", "H.", buckets=(1.0, float("inf")))
-    assert registry.render().splitlines()[2:] == [
-        'h_bucket{le="1.0"} 0.0',
-        'h_bucket{le="+Inf"} 0.0',
-        "h_sum 0.0",
-        "h_count 0.0",
-    ]
+def test_metric_names_types_and_label_names_are_the_documented_ones():
+    metrics = GatewayMetrics()
+    metrics.record_operation("Op", "query", 0.01, ["INTERNAL_ERROR"])
+    metrics.record_backend_call("list", "ok", 0.01)
+    metrics.record_http_request("/graphql", 200, 0.01)
+    text = metrics.render().decode()
+    found = families(text)
+    for name, (kind, labels) in GATEWAY_FAMILIES.items():
+        assert found[name].type == kind, name
+        own = {s.name: set(s.labels) - {"le"} for s in found[name].samples}
+        assert own and all(names == labels for names in own.values()), (name, own)
+    # The names Prometheus stores are the exposed ones, `_total` included.
+    for name in ("graphql_operations_total", "backend_calls_total", "http_requests_total"):
+        assert f"# TYPE {name} counter\n" in text
 
 
-def test_label_values_and_help_are_escaped():
-    registry = Registry()
-    counter = registry.counter("c_total", 'Help with \\ and\nnewline and "quotes".', ("v",))
-    counter.inc(v='a\\b"c\nd')
-    lines = registry.render().splitlines()
-    assert lines[0] == '# HELP c_total Help with \\\\ and\\nnewline and "quotes".'
-    assert lines[2] == 'c_total{v="a\\\\b\\"c\\nd"} 1.0'
-    assert escape_label_value("plain") == "plain"
-    assert_valid_exposition(registry.render())
+def test_histograms_keep_the_latency_buckets():
+    metrics = GatewayMetrics()
+    metrics.record_operation("Op", "query", 0.01)
+    metrics.record_backend_call("list", "ok", 0.01)
+    metrics.record_http_request("/graphql", 200, 0.01)
+    expected = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5"]
+    expected += ["1.0", "2.5", "5.0", "10.0", "+Inf"]
+    assert [float(b) for b in expected[:-1]] == list(DEFAULT_BUCKETS)
+    for name in (
+        "graphql_operation_duration_seconds",
+        "backend_call_duration_seconds",
+        "http_request_duration_seconds",
+    ):
+        assert [s.labels["le"] for s in samples(metrics, name + "_bucket")] == expected, name
 
 
-def test_values_are_formatted_like_prometheus():
-    assert format_value(1) == "1.0"
-    assert format_value(0.25) == "0.25"
-    assert format_value(1e-7) == "1e-07"
-    assert format_value(float("inf")) == "+Inf"
-    assert format_value(float("-inf")) == "-Inf"
-    assert format_value(float("nan")) == "NaN"
+def test_process_gc_and_platform_series_are_exposed():
+    found = families(GatewayMetrics().render().decode())
+    for name in (
+        "process_cpu_seconds",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+        "python_gc_objects_collected",
+        "python_gc_collections",
+        "python_info",
+    ):
+        assert name in found and found[name].samples, name
+    assert found["process_resident_memory_bytes"].samples[0].value > 0
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda: Counter("bad name", "x"),
-        lambda: Counter("ok", "x", ("bad-label",)),
-        lambda: Counter("ok", "x", ("__reserved",)),
-        lambda: Counter("ok", "x", ("a", "a")),
-        lambda: Histogram("h", "x", ("le",)),
-        lambda: Histogram("h", "x", buckets=(1.0, 0.5)),
-        lambda: Histogram("h", "x", buckets=(1.0, 1.0)),
-        lambda: Histogram("h", "x", buckets=()),
-        lambda: Histogram("h", "x", buckets=(float("nan"),)),
-    ],
-)
-def test_invalid_definitions_are_refused(make):
-    with pytest.raises(ValueError):
-        make()
+def test_no_created_series_are_exposed():
+    metrics = GatewayMetrics()
+    metrics.record_operation("Op", "query", 0.01, ["INTERNAL_ERROR"])
+    metrics.record_backend_call("list", "ok", 0.01)
+    metrics.record_http_request("/graphql", 200, 0.01)
+    metrics.subscription_events.inc()
+    text = metrics.render().decode()
+    assert "_created" not in text
+    # ... and only in this registry's exposition: the library's own switch is untouched.
+    assert any(s.name.endswith("_created") for f in metrics.registry.collect() for s in f.samples)
 
 
-def test_misuse_is_refused():
-    registry = Registry()
-    counter = registry.counter("c_total", "C.", ("a",))
-    with pytest.raises(ValueError):
-        counter.inc(b="x")
-    with pytest.raises(ValueError):
-        counter.inc(a="x", b="y")
-    with pytest.raises(ValueError):
-        counter.inc()
-    with pytest.raises(ValueError):
-        counter.inc(-1, a="x")
-    with pytest.raises(ValueError):
-        registry.counter("c_total", "again")
-    histogram = registry.histogram("h", "H.")
-    with pytest.raises(ValueError):
-        histogram.observe(float("nan"))
+async def test_each_app_has_a_registry_of_its_own():
+    first, second = create_app(SessionQuery()), create_app(SessionQuery())
+    one, two = first.state.metrics, second.state.metrics
+    assert one.registry is not two.registry
+    assert one.registry is not prometheus_client.REGISTRY
+    transport = httpx.ASGITransport(app=first)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for _ in range(3):
+            await client.post("/graphql", json={"query": "query Twice { __typename }"})
+    labels = {"operation_name": "Twice", "operation_type": "query"}
+    assert one.value("graphql_operations_total", **labels) == 3
+    assert two.value("graphql_operations_total", **labels) == 0
+    assert prometheus_client.REGISTRY.get_sample_value("graphql_operations_total", labels) is None
+    # Both registries have the process collectors (no "Duplicated timeseries").
+    assert one.value("process_open_fds") > 0 and two.value("process_open_fds") > 0
 
 
-def test_concurrent_updates_are_all_counted():
-    registry = Registry()
-    counter = registry.counter("c_total", "C.", ("worker",))
-    histogram = registry.histogram("h_seconds", "H.", ("worker",), buckets=(0.5,))
-    threads_n, per_thread = 8, 5000
+def test_concurrent_recording_is_all_counted_and_renders_stay_valid():
+    metrics = GatewayMetrics(max_operation_names=4)
+    threads_n, per_thread = 8, 1000
     stop = threading.Event()
     renders: list[str] = []
 
     def work(i: int) -> None:
         for n in range(per_thread):
-            counter.inc(worker=str(i % 2))
-            histogram.observe(n % 2, worker=str(i % 2))
+            metrics.record_operation(f"Op{i % 2}", "query", n % 2)
+            metrics.record_backend_call("list", "ok", 0.001)
 
     def render_loop() -> None:
         while not stop.is_set():
-            renders.append(registry.render())
+            renders.append(metrics.render().decode())
 
     renderer = threading.Thread(target=render_loop)
     renderer.start()
@@ -189,12 +176,15 @@ def test_concurrent_updates_are_all_counted():
     stop.set()
     renderer.join()
     assert renders
-    for text in renders[:: max(1, len(renders) // 50)]:
-        assert_valid_exposition(text)
+    for text in renders[:: max(1, len(renders) // 20)]:
+        assert families(text)  # parses
     total = threads_n * per_thread
-    assert counter.value(worker="0") + counter.value(worker="1") == total
-    buckets, total_sum, count = histogram.snapshot(worker="0")
-    assert count == total / 2 and buckets == [total / 4, total / 2] and total_sum == total / 4
+    ops = sum(s.value for s in samples(metrics, "graphql_operations_total"))
+    assert ops == total
+    assert metrics.value("backend_calls_total", method="list", outcome="ok") == total
+    labels = {"operation_name": "Op0", "operation_type": "query"}
+    assert metrics.value("graphql_operation_duration_seconds_count", **labels) == total / 2
+    assert metrics.value("graphql_operation_duration_seconds_sum", **labels) == total / 4
 
 
 # -- bounded labels ----------------------------------------------------------------
@@ -224,13 +214,13 @@ def test_a_flood_of_operation_names_cannot_grow_the_exposition():
         metrics.record_operation(f"Op{n}", "query", 0.001, ["MADE_UP_CODE_" + str(n)])
         metrics.record_http_request(f"/random/{n}", 200 + n % 400, 0.001)
         metrics.record_backend_call(f"method_{n}", "weird", 0.001)
-    names = {key[0] for key in metrics.operations.series()}
-    assert len(names) == 101 and "__other__" in names
-    assert set(metrics.errors.series()) == {("OTHER",)}
-    assert {key[0] for key in metrics.http_requests.series()} == {"other"}
-    assert len(metrics.http_requests.series()) <= 500
-    assert set(metrics.backend_calls.series()) == {("other", "error")}
-    assert_valid_exposition(metrics.render())
+    names = label_values(metrics, "graphql_operations_total", "operation_name")
+    assert len(names) == 101 and ("__other__",) in names
+    assert label_values(metrics, "graphql_errors_total", "code") == {("OTHER",)}
+    routes = label_values(metrics, "http_requests_total", "route", "status")
+    assert {route for route, _ in routes} == {"other"} and len(routes) <= 500
+    calls = label_values(metrics, "backend_calls_total", "method", "outcome")
+    assert calls == {("other", "error")}
 
 
 def test_other_labels_come_from_fixed_sets():
@@ -267,24 +257,14 @@ def test_other_labels_come_from_fixed_sets():
     ]
 
 
-def test_gateway_metrics_names_and_types():
+def test_error_codes_outside_the_one_list_fold_until_the_app_knows_them():
     metrics = GatewayMetrics()
-    text = metrics.render()
-    for name, kind in [
-        ("graphql_operations_total", "counter"),
-        ("graphql_operation_duration_seconds", "histogram"),
-        ("graphql_errors_total", "counter"),
-        ("backend_calls_total", "counter"),
-        ("backend_call_duration_seconds", "histogram"),
-        ("http_requests_total", "counter"),
-        ("http_request_duration_seconds", "histogram"),
-    ]:
-        assert f"# TYPE {name} {kind}\n" in text
-    assert metrics.operations.labelnames == ("operation_name", "operation_type")
-    assert metrics.operation_duration.labelnames == ("operation_name", "operation_type")
-    assert metrics.errors.labelnames == ("code",)
-    assert metrics.backend_calls.labelnames == ("method", "outcome")
-    assert metrics.http_requests.labelnames == ("route", "status")
+    assert metrics.error_code_label("RATE_LIMITED") == "OTHER"
+    metrics.know_error_codes(GATEWAY_CODES)
+    for code in GATEWAY_CODES:
+        metrics.count_error(code)
+    counted = label_values(metrics, "graphql_errors_total", "code")
+    assert counted == {(code,) for code in GATEWAY_CODES}
 
 
 # -- the Strawberry extension ---------------------------------------------------------
@@ -335,14 +315,20 @@ async def test_extension_counts_operations_durations_and_errors():
     await schema.execute("query Broken { nope }")
     await schema.execute("query Cut {")
     schema.execute_sync("query Sync { numbers }")
-    ops = metrics.operations
-    assert ops.value(operation_name="Ok", operation_type="query") == 2
-    assert ops.value(operation_name="__anonymous__", operation_type="query") == 1
-    assert ops.value(operation_name="Broken", operation_type="query") == 1
-    assert ops.value(operation_name="__anonymous__", operation_type="unknown") == 1  # no document
-    assert ops.value(operation_name="Sync", operation_type="query") == 1
-    assert metrics.operation_duration.snapshot(operation_name="Ok", operation_type="query")[2] == 2
-    errors = {key[0]: value for key, value in metrics.errors.series().items()}
+    ops = {
+        (s.labels["operation_name"], s.labels["operation_type"]): s.value
+        for s in samples(metrics, "graphql_operations_total")
+    }
+    assert ops == {
+        ("Ok", "query"): 2,
+        ("__anonymous__", "query"): 1,
+        ("Broken", "query"): 1,
+        ("__anonymous__", "unknown"): 1,  # no document
+        ("Sync", "query"): 1,
+    }
+    ok = {"operation_name": "Ok", "operation_type": "query"}
+    assert metrics.value("graphql_operation_duration_seconds_count", **ok) == 2
+    errors = {s.labels["code"]: s.value for s in samples(metrics, "graphql_errors_total")}
     assert errors == {
         "SESSION_QUERY_SESSION_NOT_FOUND": 1,
         "INTERNAL_ERROR": 1,
@@ -356,9 +342,9 @@ async def test_extension_times_an_operation_cut_short():
     schema = schema_with(metrics)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(schema.execute("query Slow { slow }"), 0.05)
-    _, total, count = metrics.operation_duration.snapshot(
-        operation_name="Slow", operation_type="query"
-    )
+    slow = {"operation_name": "Slow", "operation_type": "query"}
+    count = metrics.value("graphql_operation_duration_seconds_count", **slow)
+    total = metrics.value("graphql_operation_duration_seconds_sum", **slow)
     assert count == 1 and 0.04 < total < 2
 
 
@@ -366,10 +352,11 @@ async def test_extension_can_leave_error_counting_to_the_http_layer():
     metrics = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     schema = schema_with(metrics, count_errors=False)
     await schema.execute("{ missing }")
-    assert metrics.errors.series() == {}
+    assert samples(metrics, "graphql_errors_total") == []
     custom = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     await schema_with(custom, error_code=lambda error: "BAD_REQUEST").execute("{ missing }")
-    assert custom.errors.series() == {("BAD_REQUEST",): 1.0}
+    assert label_values(custom, "graphql_errors_total", "code") == {("BAD_REQUEST",)}
+    assert custom.value("graphql_errors_total", code="BAD_REQUEST") == 1
 
 
 def test_default_error_code_classification():
@@ -426,13 +413,39 @@ async def test_metrics_endpoint_and_http_middleware():
     assert response.status_code == 200
     assert response.headers["content-type"] == CONTENT_TYPE
     assert response.headers["cache-control"] == "no-store"
-    text = response.text
-    assert_valid_exposition(text)
-    assert 'http_requests_total{route="/graphql",status="200"} 2.0' in text
-    assert 'http_requests_total{route="other",status="404"} 1.0' in text
-    assert 'http_requests_total{route="other",status="500"} 1.0' in text  # /boom
-    assert 'http_requests_total{route="/metrics",status="405"} 1.0' in text
-    assert 'http_request_duration_seconds_count{route="/graphql"} 2.0' in text
+    found = families(response.text)
+    requests = {
+        (s.labels["route"], s.labels["status"]): s.value for s in found["http_requests"].samples
+    }
+    assert requests == {
+        ("/graphql", "200"): 2,
+        ("other", "404"): 1,
+        ("other", "500"): 1,  # /boom
+        ("/metrics", "405"): 1,
+        ("/metrics", "200"): 1,  # the HEAD
+    }
+    counts = {
+        s.labels["route"]: s.value
+        for s in found["http_request_duration_seconds"].samples
+        if s.name.endswith("_count")
+    }
+    assert counts["/graphql"] == 2
+
+
+async def test_the_exposition_is_rendered_off_the_event_loop():
+    metrics = GatewayMetrics()
+    threads: list[int] = []
+    render = metrics.render
+
+    def watched() -> bytes:
+        threads.append(threading.get_ident())
+        return render()
+
+    metrics.render = watched  # type: ignore[method-assign]
+    transport = httpx.ASGITransport(app=metrics_app(metrics))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.get("/metrics")).status_code == 200
+    assert threads and threading.get_ident() not in threads
 
 
 # -- the backend proxy ----------------------------------------------------------------
@@ -507,16 +520,20 @@ async def test_proxy_counts_calls_by_method_and_outcome():
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(backend.ping(), 0.01)
     await backend.vacuum()
-    calls = metrics.backend_calls
-    assert calls.value(method="list", outcome="ok") == 1
-    assert calls.value(method="list", outcome="error") == 1
-    assert calls.value(method="load_header", outcome="ok") == 2
-    assert calls.value(method="ping", outcome="cancelled") == 1
-    assert calls.value(method="other", outcome="ok") == 1  # vacuum: not a known method name
-    assert metrics.backend_duration.snapshot(method="list")[2] == 2
+    calls = {
+        (s.labels["method"], s.labels["outcome"]): s.value
+        for s in samples(metrics, "backend_calls_total")
+    }
     # Sync methods and plain attributes pass through, uncounted.
     assert backend.describe() == "minimal" and backend.url == "memory://"
-    assert len(metrics.backend_calls.series()) == 5
+    assert calls == {
+        ("list", "ok"): 1,
+        ("list", "error"): 1,
+        ("load_header", "ok"): 2,
+        ("ping", "cancelled"): 1,
+        ("other", "ok"): 1,  # vacuum: in no backend protocol
+    }
+    assert metrics.value("backend_call_duration_seconds_count", method="list") == 2
 
 
 def test_proxy_exposes_exactly_the_inner_backends_methods():
@@ -545,8 +562,8 @@ async def test_dynamic_methods_are_counted_too():
     backend = instrument_backend(DynamicBackend(), metrics)
     await backend.list()
     await backend.load("s1")
-    assert metrics.backend_calls.value(method="list", outcome="ok") == 1
-    assert metrics.backend_calls.value(method="load", outcome="ok") == 1
+    assert metrics.value("backend_calls_total", method="list", outcome="ok") == 1
+    assert metrics.value("backend_calls_total", method="load", outcome="ok") == 1
 
 
 async def test_the_core_works_through_the_proxy():
@@ -555,5 +572,62 @@ async def test_the_core_works_through_the_proxy():
     records = await query.list_sessions()
     assert [r.header.id for r in records] == ["s1"]
     assert await query.list_events("s1") == []
-    assert metrics.backend_calls.value(method="list", outcome="ok") >= 1
-    assert sum(v for (m, o), v in metrics.backend_calls.series().items() if o == "ok") >= 2
+    assert metrics.value("backend_calls_total", method="list", outcome="ok") >= 1
+    calls = samples(metrics, "backend_calls_total")
+    assert sum(s.value for s in calls if s.labels["outcome"] == "ok") >= 2
+
+
+# -- every backend capability under its own name ---------------------------------------
+
+PROTOCOLS = (PersistenceBackend, CorpusReads, DerivedReads)
+
+
+def declared_methods(cls: type) -> set[str]:
+    """Public coroutine functions `cls` or its bases declare (read from the class dicts)."""
+    return {
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(value)
+    }
+
+
+def test_every_backend_protocol_method_is_labelled_by_its_name():
+    metrics = GatewayMetrics()
+    methods = set().union(*(declared_methods(p) for p in PROTOCOLS))
+    methods |= declared_methods(SqlPersistence)
+    assert {"list", "load", "count_sessions", "read_traces", "import_log", "delete"} <= methods
+    assert {"count", "load_header", "load_window", "ping", "create", "append"} <= methods
+    for name in sorted(methods):
+        assert metrics.backend_method_label(name) == name
+        metrics.record_backend_call(name, "ok", 0.001)
+    labelled = {m for (m,) in label_values(metrics, "backend_calls_total", "method")}
+    assert labelled == methods  # each its own label, none folded into `other`
+    assert metrics.backend_method_label("vacuum") == "other"
+    assert metrics.backend_method_label("_private") == "other"
+
+
+def test_a_method_added_to_a_protocol_is_labelled_without_a_list_to_update():
+    class Extended(CorpusReads):
+        async def load_something_new(self) -> None: ...
+
+    assert "load_something_new" in coroutine_methods(Extended)
+    assert coroutine_methods(CorpusReads) <= coroutine_methods(Extended)
+    assert coroutine_methods(CorpusReads) <= backend_methods()
+
+
+async def test_writes_imports_and_counts_of_the_real_backend_are_counted_by_name(
+    tmp_path: Path,
+):
+    metrics = GatewayMetrics()
+    async with sql_backend(tmp_path / "m.db") as db:
+        backend = instrument_backend(db, metrics)
+        header = SessionHeader("s", 1)
+        await backend.ensure_schema()
+        assert await backend.import_log(header, simple_log(4)) == "created"
+        assert await backend.count("s") == 4
+        assert list(await backend.load_headers(["s"])) == ["s"]
+        assert await backend.delete("s") is True
+    methods = {m for (m, _) in label_values(metrics, "backend_calls_total", "method", "outcome")}
+    assert {"ensure_schema", "import_log", "count", "load_headers", "delete"} <= methods
+    assert "other" not in methods

@@ -1,40 +1,60 @@
-"""Prometheus metrics without a client library: a tiny registry and the gateway's metrics.
+"""The gateway's Prometheus metrics, on `prometheus_client`, with every label bounded.
 
-* `Counter` and `Histogram` have fixed label names, are thread-safe, and a
-  `Registry` renders them in the Prometheus text exposition format 0.0.4
-  (`CONTENT_TYPE`): `# HELP` / `# TYPE` lines, escaped label values, and for a
-  histogram cumulative `_bucket{le="..."}` series ending in `le="+Inf"`, then
-  `_sum` and `_count`.
-* `GatewayMetrics` holds what the gateway exports and keeps every label's
-  cardinality bounded: operation names must look like GraphQL names and at most
-  `max_operation_names` distinct ones are tracked (others fold into
-  `__other__`, unnamed operations are `__anonymous__`; a name idle for an hour
-  yields its slot to a new one); error codes outside the
-  known set fold into `OTHER`; routes, backend methods, statuses and outcomes
-  come from fixed sets. A client can never grow the exposition without bound.
+* `GatewayMetrics` owns one `CollectorRegistry` per app (never the library's
+  global `REGISTRY`, so the many apps a test process builds never clash), with
+  the process, GC and platform collectors registered on it (`process_*`,
+  `python_gc_*`, `python_info`).
+* `_created` series are left out per registry: `render()` exposes a view of the
+  registry that drops them. The library's switch, `disable_created_metrics()`,
+  is process-wide: it would change the exposition of an application that embeds
+  the gateway (`create_app`) and has metrics of its own.
+* Every label's cardinality is bounded: operation names must look like GraphQL
+  names and at most `max_operation_names` distinct ones are tracked (others fold
+  into `__other__`, unnamed operations are `__anonymous__`; a name idle for an
+  hour yields its slot to a new one and its series are removed); error codes
+  outside the one list (`ErrorCode` plus what `know_error_codes` adds, which
+  `create_app` does with `gateway.server.codes`) fold into `OTHER`; backend
+  methods are those the backend protocols and `SqlPersistence` define (derived,
+  see `backend_methods`), others `other`; routes, statuses and outcomes come
+  from fixed sets. A client can never grow the exposition without bound.
 * `metrics_extension(metrics)` is a Strawberry `SchemaExtension` *class* that
   counts and times operations from the `on_operation` hook only (no per-field
   `resolve` hook, which would slow large lists down by an order of magnitude).
-* `MetricsEndpoint` (the `/metrics` ASGI app), `HttpMetricsMiddleware` (pure
-  ASGI) and `instrument_backend` (a transparent proxy counting persistence calls)
-  complete the wiring.
+* `MetricsEndpoint` is the `/metrics` ASGI app (the library's `make_asgi_app`
+  renders on the event loop and answers every method; ours renders
+  `generate_latest` in a worker thread, answers GET/HEAD with `no-store` and
+  405 otherwise). `HttpMetricsMiddleware` (pure ASGI) and `instrument_backend`
+  (a transparent proxy counting persistence calls) complete the wiring; the
+  library has neither.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import inspect
-import itertools
-import math
 import re
 import threading
 import time
-from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from gateway.core.errors import ErrorCode
 
@@ -47,8 +67,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
-"""The media type of `Registry.render()` (Prometheus text exposition format 0.0.4)."""
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+"""The media type of `GatewayMetrics.render()` (the Prometheus text format)."""
 
 DEFAULT_BUCKETS: Final[tuple[float, ...]] = (
     0.005,
@@ -64,262 +84,6 @@ DEFAULT_BUCKETS: Final[tuple[float, ...]] = (
     10.0,
 )
 """Histogram upper bounds in seconds (the usual latency buckets); `+Inf` is implicit."""
-
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-
-# --------------------------------------------------------------------- formatting
-
-
-def format_value(value: float) -> str:
-    """A sample value as Prometheus writes it: `+Inf`, `-Inf`, `NaN` or a Python float repr."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-def escape_label_value(value: str) -> str:
-    """Escape backslash, double quote and line feed, as the text format requires."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def escape_help(text: str) -> str:
-    """Escape backslash and line feed in a `# HELP` docstring."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _labels_text(names: Iterable[str], values: Iterable[str]) -> str:
-    pairs = [f'{n}="{escape_label_value(v)}"' for n, v in zip(names, values, strict=True)]
-    return "{" + ",".join(pairs) + "}" if pairs else ""
-
-
-# ------------------------------------------------------------------------ metrics
-
-
-class _Metric:
-    """A named metric with fixed label names; series are keyed by label values."""
-
-    kind: str = "untyped"
-
-    def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = ()) -> None:
-        if not _METRIC_NAME.match(name):
-            raise ValueError(f"invalid metric name {name!r}")
-        names = tuple(labelnames)
-        for label in names:
-            if not _LABEL_NAME.match(label) or label.startswith("__"):
-                raise ValueError(f"invalid label name {label!r} for metric {name!r}")
-        if len(set(names)) != len(names):
-            raise ValueError(f"duplicate label names for metric {name!r}: {names}")
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = names
-        self._lock = threading.Lock()
-
-    def _key(self, labels: dict[str, str]) -> tuple[str, ...]:
-        if len(labels) != len(self.labelnames) or set(labels) != set(self.labelnames):
-            raise ValueError(
-                f"metric {self.name!r} takes labels {list(self.labelnames)}, got {sorted(labels)}"
-            )
-        return tuple(str(labels[name]) for name in self.labelnames)
-
-    def _header(self) -> list[str]:
-        return [
-            f"# HELP {self.name} {escape_help(self.documentation)}",
-            f"# TYPE {self.name} {self.kind}",
-        ]
-
-    def render_lines(self) -> list[str]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
-class Counter(_Metric):
-    """A monotonically increasing count per label combination."""
-
-    kind = "counter"
-
-    def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = ()) -> None:
-        super().__init__(name, documentation, labelnames)
-        self._values: dict[tuple[str, ...], float] = {}
-        if not self.labelnames:
-            self._values[()] = 0.0
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        """Add `amount` (>= 0) to the series named by `labels` (every label name, exactly)."""
-        if not amount >= 0:
-            raise ValueError(f"counter {self.name!r} can only increase (got {amount!r})")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        """The current value of one series (0 if never incremented)."""
-        key = self._key(labels)
-        with self._lock:
-            return self._values.get(key, 0.0)
-
-    def remove(self, **labels: str) -> None:
-        """Drop one series (a label value that is no longer tracked)."""
-        key = self._key(labels)
-        with self._lock:
-            self._values.pop(key, None)
-
-    def series(self) -> dict[tuple[str, ...], float]:
-        """A snapshot of every series, keyed by label values in `labelnames` order."""
-        with self._lock:
-            return dict(self._values)
-
-    def render_lines(self) -> list[str]:
-        lines = self._header()
-        for key, value in sorted(self.series().items()):
-            lines.append(f"{self.name}{_labels_text(self.labelnames, key)} {format_value(value)}")
-        return lines
-
-
-class Gauge(Counter):
-    """A value that goes up and down (e.g. subscriptions open now)."""
-
-    kind = "gauge"
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def dec(self, amount: float = 1.0, **labels: str) -> None:
-        self.inc(-amount, **labels)
-
-
-class Histogram(_Metric):
-    """Observations counted into fixed cumulative buckets, with their sum and count."""
-
-    kind = "histogram"
-
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Iterable[str] = (),
-        buckets: Iterable[float] = DEFAULT_BUCKETS,
-    ) -> None:
-        super().__init__(name, documentation, labelnames)
-        if "le" in self.labelnames:
-            raise ValueError(f"histogram {name!r} cannot have a label named 'le'")
-        bounds = [float(b) for b in buckets]
-        if bounds and math.isinf(bounds[-1]) and bounds[-1] > 0:
-            bounds.pop()  # +Inf is always the last bucket
-        if not bounds or any(math.isnan(b) or math.isinf(b) for b in bounds):
-            raise ValueError(f"histogram {name!r} needs finite bucket bounds, got {bounds}")
-        if any(a >= b for a, b in itertools.pairwise(bounds)):
-            raise ValueError(f"histogram {name!r} buckets must be strictly increasing: {bounds}")
-        self.buckets: tuple[float, ...] = tuple(bounds)
-        # key -> [per-bucket counts (non-cumulative, +Inf last)..., sum, count]
-        self._series: dict[tuple[str, ...], list[float]] = {}
-        if not self.labelnames:
-            self._series[()] = self._empty()
-
-    def _empty(self) -> list[float]:
-        return [0.0] * (len(self.buckets) + 3)
-
-    def observe(self, value: float, **labels: str) -> None:
-        """Record one observation (not NaN) in the series named by `labels`."""
-        if math.isnan(value):
-            raise ValueError(f"histogram {self.name!r} cannot observe NaN")
-        key = self._key(labels)
-        index = bisect_left(self.buckets, value)  # first bound >= value (`le` is inclusive)
-        with self._lock:
-            state = self._series.get(key)
-            if state is None:
-                state = self._series[key] = self._empty()
-            state[index] += 1
-            state[-2] += value
-            state[-1] += 1
-
-    def remove(self, **labels: str) -> None:
-        """Drop one series (a label value that is no longer tracked)."""
-        key = self._key(labels)
-        with self._lock:
-            self._series.pop(key, None)
-
-    def snapshot(self, **labels: str) -> tuple[list[float], float, float]:
-        """(cumulative bucket counts including +Inf, sum, count) of one series."""
-        key = self._key(labels)
-        with self._lock:
-            state = list(self._series.get(key) or self._empty())
-        return _cumulative(state[:-2]), state[-2], state[-1]
-
-    def render_lines(self) -> list[str]:
-        lines = self._header()
-        with self._lock:
-            series = {key: list(state) for key, state in self._series.items()}
-        bounds = [*(format_value(b) for b in self.buckets), "+Inf"]
-        for key, state in sorted(series.items()):
-            cumulative = _cumulative(state[:-2])
-            for bound, count in zip(bounds, cumulative, strict=True):
-                labels = _labels_text((*self.labelnames, "le"), (*key, bound))
-                lines.append(f"{self.name}_bucket{labels} {format_value(count)}")
-            labels = _labels_text(self.labelnames, key)
-            lines.append(f"{self.name}_sum{labels} {format_value(state[-2])}")
-            lines.append(f"{self.name}_count{labels} {format_value(state[-1])}")
-        return lines
-
-
-def _cumulative(counts: list[float]) -> list[float]:
-    total = 0.0
-    out: list[float] = []
-    for count in counts:
-        total += count
-        out.append(total)
-    return out
-
-
-class Registry:
-    """Metrics rendered together, in registration order."""
-
-    def __init__(self) -> None:
-        self._metrics: list[_Metric] = []
-        self._lock = threading.Lock()
-
-    def register(self, metric: _Metric) -> None:
-        with self._lock:
-            if any(m.name == metric.name for m in self._metrics):
-                raise ValueError(f"metric {metric.name!r} is already registered")
-            self._metrics.append(metric)
-
-    def counter(self, name: str, documentation: str, labelnames: Iterable[str] = ()) -> Counter:
-        metric = Counter(name, documentation, labelnames)
-        self.register(metric)
-        return metric
-
-    def gauge(self, name: str, documentation: str, labelnames: Iterable[str] = ()) -> Gauge:
-        metric = Gauge(name, documentation, labelnames)
-        self.register(metric)
-        return metric
-
-    def histogram(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Iterable[str] = (),
-        buckets: Iterable[float] = DEFAULT_BUCKETS,
-    ) -> Histogram:
-        metric = Histogram(name, documentation, labelnames, buckets)
-        self.register(metric)
-        return metric
-
-    def render(self) -> str:
-        """Every metric in the text exposition format 0.0.4 (ends with a newline)."""
-        with self._lock:
-            metrics = list(self._metrics)
-        lines: list[str] = []
-        for metric in metrics:
-            lines.extend(metric.render_lines())
-        return "\n".join(lines) + "\n" if lines else ""
-
-
-# ---------------------------------------------------------------- gateway metrics
 
 OPERATION_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 ANONYMOUS: Final = "__anonymous__"
@@ -343,41 +107,59 @@ DEFAULT_ROUTES: Final = ("/", "/graphql", "/healthz", "/readyz", "/metrics")
 DEFAULT_ROUTE_PREFIXES: Final = ("/static",)
 """Path prefixes counted as one route each (`/static/...` -> `/static`)."""
 
-BACKEND_METHODS: Final = frozenset(
-    {
-        "list",
-        "load",
-        "load_header",
-        "load_headers",
-        "load_window",
-        "count",
-        # CorpusReads
-        "count_sessions",
-        "headers_page",
-        "load_children",
-        "load_ancestry",
-        "load_descendancy",
-        # DerivedReads
-        "load_sessions",
-        "read_events",
-        "read_events_at",
-        "read_surfaces",
-        "read_traces",
-        "ping",
-        "create",
-        "append",
-        "import_log",
-        "delete",
-        "close",
-    }
-)
-"""Backend methods counted under their own name; any other method is `other`."""
-
 BACKEND_OUTCOMES: Final = ("ok", "error", "cancelled")
 
 
+def coroutine_methods(cls: type) -> frozenset[str]:
+    """The public coroutine methods `cls` defines or inherits (a protocol's included)."""
+    names = set()
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        value = inspect.getattr_static(cls, name)
+        if isinstance(value, staticmethod | classmethod):
+            value = value.__func__
+        if inspect.iscoroutinefunction(value):
+            names.add(name)
+    return frozenset(names)
+
+
+@functools.cache
+def backend_methods() -> frozenset[str]:
+    """Backend methods counted under their own name; any other method is `other`.
+
+    Derived, never listed by hand: every method of the core's backend protocols
+    (`PersistenceBackend`, `CorpusReads`, `DerivedReads`) and every public
+    coroutine method of `SqlPersistence` (its writes, imports, `ping`, ...), so
+    a method added to either is labelled by its name. `gateway.persistence`
+    loads SQLAlchemy, hence the import on first use rather than at import time.
+    """
+    from gateway.core.backend import CorpusReads, DerivedReads, PersistenceBackend
+    from gateway.persistence import SqlPersistence
+
+    protocols = (PersistenceBackend, CorpusReads, DerivedReads, SqlPersistence)
+    return frozenset().union(*(coroutine_methods(p) for p in protocols))
+
+
+class _WithoutCreated(Collector):
+    """A registry's metric families minus their `_created` samples (see the module docstring)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            created = family.name + "_created"
+            kept = [s for s in family.samples if s.name != created]
+            if len(kept) != len(family.samples):
+                family = copy.copy(family)  # a collector may hand out the same family twice
+                family.samples = kept
+            yield family
+
+
 class GatewayMetrics:
-    """The gateway's metrics, one registry, every label bounded (see the module docstring).
+    """The gateway's metrics in a registry of their own, every label bounded (see the
+    module docstring).
 
     Thread-safe; one instance per app (each app instance exposes its own `/metrics`).
     """
@@ -399,64 +181,78 @@ class GatewayMetrics:
         self.error_codes: frozenset[str] = KNOWN_ERROR_CODES | frozenset(extra_error_codes)
         self.routes = frozenset(routes)
         self.route_prefixes = tuple(p.rstrip("/") for p in route_prefixes)
+        self.backend_methods = backend_methods()
         self.operation_name_idle = operation_name_idle
         self._clock = clock
         self._names: OrderedDict[str, float] = OrderedDict()  # name -> last seen, oldest first
         self._names_lock = threading.Lock()
         buckets = tuple(buckets)
 
-        self.registry = Registry()
-        r = self.registry
-        self.operations = r.counter(
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
+        PlatformCollector(registry=r)
+        self._exposed = _WithoutCreated(r)
+        self.operations = Counter(
             "graphql_operations_total",
             "GraphQL operations handled, by operation name (bounded) and type.",
             ("operation_name", "operation_type"),
+            registry=r,
         )
-        self.operation_duration = r.histogram(
+        self.operation_duration = Histogram(
             "graphql_operation_duration_seconds",
             "Wall time of GraphQL operations (parse, validate, execute), in seconds.",
             ("operation_name", "operation_type"),
-            buckets,
+            registry=r,
+            buckets=buckets,
         )
-        self.errors = r.counter(
+        self.errors = Counter(
             "graphql_errors_total",
             "Errors in GraphQL responses, by extensions.code (unknown codes as OTHER).",
             ("code",),
+            registry=r,
         )
-        self.backend_calls = r.counter(
+        self.backend_calls = Counter(
             "backend_calls_total",
             "Calls into the persistence backend, by method and outcome (ok, error, cancelled).",
             ("method", "outcome"),
+            registry=r,
         )
-        self.backend_duration = r.histogram(
+        self.backend_duration = Histogram(
             "backend_call_duration_seconds",
             "Wall time of persistence backend calls, in seconds.",
             ("method",),
-            buckets,
+            registry=r,
+            buckets=buckets,
         )
-        self.http_requests = r.counter(
+        self.http_requests = Counter(
             "http_requests_total",
             "HTTP requests answered, by route (fixed set, others as 'other') and status code.",
             ("route", "status"),
+            registry=r,
         )
-        self.http_duration = r.histogram(
+        self.http_duration = Histogram(
             "http_request_duration_seconds",
             "Wall time of HTTP requests until the app returned, in seconds.",
             ("route",),
-            buckets,
+            registry=r,
+            buckets=buckets,
         )
 
-        self.subscriptions_active = r.gauge(
+        self.subscriptions_active = Gauge(
             "graphql_subscriptions_active",
             "Subscriptions streaming now (WebSocket and SSE).",
+            registry=r,
         )
-        self.subscription_events = r.counter(
+        self.subscription_events = Counter(
             "graphql_subscription_events_total",
             "Events sent to subscribers.",
+            registry=r,
         )
-        self.subscription_lagged = r.counter(
+        self.subscription_lagged = Counter(
             "graphql_subscription_lagged_total",
             "Subscribers disconnected with SUBSCRIPTION_LAGGED (fell behind their buffer).",
+            registry=r,
         )
 
     # -- label bounding ---------------------------------------------------------
@@ -491,8 +287,9 @@ class GatewayMetrics:
 
     def _forget_name(self, name: str) -> None:
         for kind in OPERATION_TYPES | {UNKNOWN_TYPE}:
-            self.operations.remove(operation_name=name, operation_type=kind)
-            self.operation_duration.remove(operation_name=name, operation_type=kind)
+            for metric in (self.operations, self.operation_duration):
+                with contextlib.suppress(KeyError):  # never recorded (older clients raise)
+                    metric.remove(name, kind)
 
     @staticmethod
     def operation_type_label(operation_type: object) -> str:
@@ -524,9 +321,8 @@ class GatewayMetrics:
     def status_label(status: int) -> str:
         return str(status) if isinstance(status, int) and 100 <= status <= 599 else OTHER
 
-    @staticmethod
-    def backend_method_label(method: str) -> str:
-        return method if method in BACKEND_METHODS else OTHER
+    def backend_method_label(self, method: str) -> str:
+        return method if method in self.backend_methods else OTHER
 
     # -- recording --------------------------------------------------------------
 
@@ -540,30 +336,36 @@ class GatewayMetrics:
         """One GraphQL operation: counted, timed, and each of its errors counted by code."""
         name = self.operation_name_label(operation_name)
         kind = self.operation_type_label(operation_type)
-        self.operations.inc(operation_name=name, operation_type=kind)
-        self.operation_duration.observe(
-            max(0.0, duration_seconds), operation_name=name, operation_type=kind
-        )
+        self.operations.labels(name, kind).inc()
+        self.operation_duration.labels(name, kind).observe(max(0.0, duration_seconds))
         for code in error_codes:
             self.count_error(code)
 
     def count_error(self, code: object) -> None:
         """One error in a response (also for errors raised outside GraphQL execution)."""
-        self.errors.inc(code=self.error_code_label(code))
+        self.errors.labels(self.error_code_label(code)).inc()
 
     def record_backend_call(self, method: str, outcome: str, duration_seconds: float) -> None:
         label = self.backend_method_label(method)
         outcome = outcome if outcome in BACKEND_OUTCOMES else "error"
-        self.backend_calls.inc(method=label, outcome=outcome)
-        self.backend_duration.observe(max(0.0, duration_seconds), method=label)
+        self.backend_calls.labels(label, outcome).inc()
+        self.backend_duration.labels(label).observe(max(0.0, duration_seconds))
 
     def record_http_request(self, path: str, status: int, duration_seconds: float) -> None:
         route = self.route_label(path)
-        self.http_requests.inc(route=route, status=self.status_label(status))
-        self.http_duration.observe(max(0.0, duration_seconds), route=route)
+        self.http_requests.labels(route, self.status_label(status)).inc()
+        self.http_duration.labels(route).observe(max(0.0, duration_seconds))
 
-    def render(self) -> str:
-        return self.registry.render()
+    # -- reading ----------------------------------------------------------------
+
+    def render(self) -> bytes:
+        """The exposition in the Prometheus text format (`CONTENT_TYPE`), no `_created`."""
+        return generate_latest(self._exposed)
+
+    def value(self, name: str, **labels: str) -> float:
+        """One sample's current value by its exposed name (0 when it has none yet)."""
+        found = self.registry.get_sample_value(name, labels)
+        return 0.0 if found is None else found
 
 
 # --------------------------------------------------------------------------- ASGI
@@ -573,7 +375,10 @@ class MetricsEndpoint:
     """The `/metrics` ASGI app: GET/HEAD answer the exposition, other methods 405.
 
     A class instance (not a function) so Starlette's `Route("/metrics", endpoint)`
-    treats it as a raw ASGI app.
+    treats it as a raw ASGI app. The exposition is rendered in a worker thread:
+    the process collector reads `/proc` (file I/O), and with every label slot
+    in use the library takes tens of milliseconds of CPU to render
+    (`benchmarks/bench_metrics.py`); neither belongs on the event loop.
     """
 
     def __init__(self, metrics: GatewayMetrics) -> None:
@@ -593,7 +398,7 @@ class MetricsEndpoint:
             await send({"type": "http.response.start", "status": 405, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
-        body = self.metrics.render().encode("utf-8")
+        body = await asyncio.to_thread(self.metrics.render)
         headers = [
             (b"content-type", CONTENT_TYPE.encode()),
             (b"cache-control", b"no-store"),
@@ -824,18 +629,15 @@ def unwrap_backend(backend: object) -> object:
 
 
 __all__ = [
-    "BACKEND_METHODS",
     "CONTENT_TYPE",
     "DEFAULT_BUCKETS",
     "KNOWN_ERROR_CODES",
-    "Counter",
     "GatewayMetrics",
-    "Gauge",
-    "Histogram",
     "HttpMetricsMiddleware",
     "InstrumentedBackend",
     "MetricsEndpoint",
-    "Registry",
+    "backend_methods",
+    "coroutine_methods",
     "graphql_error_code",
     "instrument_backend",
     "metrics_extension",
