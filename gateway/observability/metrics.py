@@ -58,6 +58,8 @@ from prometheus_client.registry import Collector
 
 from gateway.core.errors import ErrorCode
 
+from .backend_proxy import BackendProxy, inner_of
+
 if TYPE_CHECKING:
     from strawberry.extensions import SchemaExtension
 
@@ -535,57 +537,21 @@ def _error_codes(extension: Any, error_code: Callable[[Any], str]) -> list[str]:
 
 # ----------------------------------------------------------------------- backend
 
-_INNER = "_instrumented_inner"
-_METRICS = "_instrumented_metrics"
 
-
-def _is_async_callable(value: object) -> bool:
-    return inspect.iscoroutinefunction(value)
-
-
-class InstrumentedBackend:
+class InstrumentedBackend(BackendProxy):
     """A persistence backend seen through `instrument_backend`: same methods, counted.
 
-    Only attributes the inner backend has exist here (so
-    `callable(getattr(proxy, "load_window", None))` answers as for the inner
-    backend). Public coroutine methods are wrapped: each call counts
-    `backend_calls_total{method, outcome}` and observes
-    `backend_call_duration_seconds{method}`. Everything else passes through.
+    Each public coroutine call counts `backend_calls_total{method, outcome}` and
+    observes `backend_call_duration_seconds{method}` (see `BackendProxy`).
     """
 
+    label = "instrumented"
+
     def __init__(self, inner: object, metrics: GatewayMetrics) -> None:
-        object.__setattr__(self, _INNER, inner)
-        object.__setattr__(self, _METRICS, metrics)
-        # Wrappers as instance attributes, so static lookups (runtime-checkable
-        # Protocols on Python 3.12+ use inspect.getattr_static) see them too.
-        for name in dir(inner):
-            if name.startswith("_"):
-                continue
-            try:
-                static = inspect.getattr_static(inner, name)
-            except AttributeError:  # pragma: no cover - dir() listed a dynamic name
-                continue
-            if isinstance(static, staticmethod | classmethod):
-                static = static.__func__
-            if _is_async_callable(static):
-                object.__setattr__(self, name, _counted(inner, metrics, name))
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names not set in __init__: dynamic or non-coroutine attributes.
-        inner = object.__getattribute__(self, _INNER)
-        value = getattr(inner, name)
-        if not name.startswith("_") and _is_async_callable(value):
-            return _counted(inner, object.__getattribute__(self, _METRICS), name)
-        return value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(object.__getattribute__(self, _INNER), name, value)
-
-    def __repr__(self) -> str:
-        return f"<instrumented {object.__getattribute__(self, _INNER)!r}>"
+        super().__init__(inner, functools.partial(_counted, metrics=metrics))
 
 
-def _counted(inner: object, metrics: GatewayMetrics, name: str) -> Callable[..., Any]:
+def _counted(inner: object, name: str, *, metrics: GatewayMetrics) -> Callable[..., Any]:
     async def call(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         outcome = "error"
@@ -600,8 +566,6 @@ def _counted(inner: object, metrics: GatewayMetrics, name: str) -> Callable[...,
         finally:
             metrics.record_backend_call(name, outcome, time.perf_counter() - start)
 
-    with contextlib.suppress(AttributeError):  # a callable without __name__ etc.
-        functools.update_wrapper(call, getattr(inner, name), updated=())
     return call
 
 
@@ -622,10 +586,7 @@ def instrument_backend(backend: B, metrics: GatewayMetrics) -> B:
 
 def unwrap_backend(backend: object) -> object:
     """The backend inside `instrument_backend`'s proxy (the object itself otherwise)."""
-    if isinstance(backend, InstrumentedBackend):
-        inner: object = object.__getattribute__(backend, _INNER)
-        return inner
-    return backend
+    return inner_of(backend, InstrumentedBackend)
 
 
 __all__ = [

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -48,6 +46,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.http import ExcludeList
 from starlette.middleware import Middleware
 from strawberry.extensions import SchemaExtension
+
+from .backend_proxy import BackendProxy, inner_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -155,50 +155,18 @@ def _result_codes(context: Any, error_code: ErrorCode) -> list[str]:
 
 # --------------------------------------------------------------------- backend
 
-_INNER = "_traced_inner"
 B = TypeVar("B")
 
 
-class TracedBackend:
-    """A persistence backend seen through `trace_backend`: same methods, traced.
+class TracedBackend(BackendProxy):
+    """A persistence backend seen through `trace_backend`: same methods, each call a
+    CLIENT span inside a traced request (see `BackendProxy`)."""
 
-    Like `gateway.observability.metrics.InstrumentedBackend`: only attributes the inner
-    backend has exist here, public coroutine methods are wrapped (as instance
-    attributes, so runtime-checkable protocols that look attributes up statically
-    still see them), everything else passes through.
-    """
+    label = "traced"
 
     def __init__(self, inner: object, provider: TracerProvider) -> None:
-        object.__setattr__(self, _INNER, inner)
-        tracer = _tracer(provider)
-        attributes = _db_attributes(inner)
-        object.__setattr__(self, "_traced_span", (tracer, attributes))
-        for name in dir(inner):
-            if name.startswith("_"):
-                continue
-            try:
-                static = inspect.getattr_static(inner, name)
-            except AttributeError:  # pragma: no cover - dir() listed a dynamic name
-                continue
-            if isinstance(static, staticmethod | classmethod):
-                static = static.__func__
-            if inspect.iscoroutinefunction(static):
-                object.__setattr__(self, name, _traced(inner, name, tracer, attributes))
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names not set in __init__: dynamic or non-coroutine attributes.
-        inner = object.__getattribute__(self, _INNER)
-        value = getattr(inner, name)
-        if not name.startswith("_") and inspect.iscoroutinefunction(value):
-            tracer, attributes = object.__getattribute__(self, "_traced_span")
-            return _traced(inner, name, tracer, attributes)
-        return value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(object.__getattribute__(self, _INNER), name, value)
-
-    def __repr__(self) -> str:
-        return f"<traced {object.__getattribute__(self, _INNER)!r}>"
+        tracer, attributes = _tracer(provider), _db_attributes(inner)
+        super().__init__(inner, lambda backend, name: _traced(backend, name, tracer, attributes))
 
 
 def _db_attributes(backend: object) -> dict[str, str]:
@@ -232,8 +200,6 @@ def _traced(
                 span.set_attribute("error.type", "cancelled")
                 raise
 
-    with contextlib.suppress(AttributeError):  # a callable without __name__ etc.
-        functools.update_wrapper(call, getattr(inner, name), updated=())
     return call
 
 
@@ -248,10 +214,7 @@ def trace_backend(backend: B, provider: TracerProvider) -> B:
 
 def untraced_backend(backend: object) -> object:
     """The backend inside `trace_backend`'s proxy (the object itself otherwise)."""
-    if isinstance(backend, TracedBackend):
-        inner: object = object.__getattribute__(backend, _INNER)
-        return inner
-    return backend
+    return inner_of(backend, TracedBackend)
 
 
 # -------------------------------------------------------------------- provider
