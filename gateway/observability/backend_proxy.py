@@ -16,7 +16,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 _INNER = "_proxied_inner"
 _WRAP = "_proxied_wrap"
@@ -73,3 +73,16 @@ def inner_of(backend: object, kind: type[BackendProxy] = BackendProxy) -> object
         inner: object = object.__getattribute__(backend, _INNER)
         return inner
     return backend
+
+
+B = TypeVar("B")
+
+
+def proxy_once(backend: B, kind: type[BackendProxy], *args: Any) -> B:
+    """`backend` behind a `kind(backend, *args)` proxy; one already behind such a proxy is
+    returned as is. Typed as the backend, whose methods the proxy offers (it is not an
+    instance of the backend's class: `inner_of` gives the backend back)."""
+    if isinstance(backend, kind):
+        return backend
+    proxy: Any = kind(backend, *args)
+    return cast(B, proxy)

@@ -40,7 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -58,7 +58,7 @@ from prometheus_client.registry import Collector
 
 from gateway.core.errors import ErrorCode
 
-from .backend_proxy import BackendProxy, inner_of
+from .backend_proxy import BackendProxy, inner_of, proxy_once
 
 if TYPE_CHECKING:
     from strawberry.extensions import SchemaExtension
@@ -578,10 +578,7 @@ def instrument_backend(backend: B, metrics: GatewayMetrics) -> B:
     Typed as the backend it wraps, since it offers the same methods; it is not an
     instance of the backend's class (`unwrap_backend` gives the backend back).
     """
-    if isinstance(backend, InstrumentedBackend):
-        return backend
-    proxy: Any = InstrumentedBackend(backend, metrics)
-    return cast(B, proxy)
+    return proxy_once(backend, InstrumentedBackend, metrics)
 
 
 def unwrap_backend(backend: object) -> object:

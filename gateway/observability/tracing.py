@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
@@ -47,7 +47,7 @@ from opentelemetry.util.http import ExcludeList
 from starlette.middleware import Middleware
 from strawberry.extensions import SchemaExtension
 
-from .backend_proxy import BackendProxy, inner_of
+from .backend_proxy import BackendProxy, inner_of, proxy_once
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -206,10 +206,7 @@ def _traced(
 def trace_backend(backend: B, provider: TracerProvider) -> B:
     """`backend` behind a proxy making a span per async call (idempotent: an already
     traced backend is returned as is). Typed as the backend it wraps."""
-    if isinstance(backend, TracedBackend):
-        return backend
-    proxy: Any = TracedBackend(backend, provider)
-    return cast(B, proxy)
+    return proxy_once(backend, TracedBackend, provider)
 
 
 def untraced_backend(backend: object) -> object:

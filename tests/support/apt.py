@@ -29,8 +29,9 @@ class AptUnavailable(RuntimeError):
 
 
 @contextlib.contextmanager
-def install_lock() -> Iterator[None]:
-    with _LOCK.open("w") as handle:
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if absent) across test processes."""
+    with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -47,7 +48,7 @@ def ensure_packages(*packages: str, present: Callable[[], bool], about: str = "~
     """Install `packages` with apt-get unless `present()` says they are there already."""
     if present():
         return
-    with install_lock():
+    with file_lock(_LOCK):
         if present():  # another test process installed them while we waited
             return
         if os.geteuid() != 0 or shutil.which("apt-get") is None:

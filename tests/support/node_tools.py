@@ -16,17 +16,16 @@ Every subprocess is bounded by a timeout.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .apt import file_lock
 from .browser import ensure_chromium
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
@@ -88,17 +87,10 @@ def node_modules_fresh() -> bool:
     return _is_fresh(_lock_digest())
 
 
-@contextlib.contextmanager
-def _install_lock() -> Iterator[None]:
-    """Serialise installs between concurrent test processes (e.g. pytest-xdist)."""
+def _install_lock() -> contextlib.AbstractContextManager[None]:
+    """Serialise installs between concurrent test processes (pytest-xdist workers)."""
     key = hashlib.sha256(str(JS_DIR).encode()).hexdigest()[:16]
-    lock_path = Path(tempfile.gettempdir()) / f"session-gateway-npm-ci-{key}.lock"
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return file_lock(Path(tempfile.gettempdir()) / f"session-gateway-npm-ci-{key}.lock")
 
 
 def ensure_node_modules() -> Path:
