@@ -9,6 +9,7 @@ import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.persistence import SqlPersistence
+from gateway.server import yielding
 from tests.backends import Counting
 from tests.support.sqlite_backend import sql_backend
 from tests.test_graphql_helpers import gql, header, simple_log
@@ -53,7 +54,13 @@ async def _calls_for(n: int, tmp_path: Path) -> tuple[int, dict[str, int]]:
     return backend.total, dict(backend.calls)
 
 
-async def test_backend_calls_do_not_grow_with_the_number_of_sessions(tmp_path: Path) -> None:
+async def test_backend_calls_do_not_grow_with_the_number_of_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Batching, not yielding, is under test: on a loaded machine the 50-session answer
+    # can pass the yield grace period (CPU time), and a yield splits a turn's batch in
+    # two (gateway.server.yielding; tests/test_hostile_documents.py checks the yields).
+    monkeypatch.setattr(yielding, "GRACE", 60.0)
     small, small_calls = await _calls_for(10, tmp_path)
     large, large_calls = await _calls_for(50, tmp_path)
     print(f"\nbackend calls: 10 sessions {small_calls}, 50 sessions {large_calls}")
