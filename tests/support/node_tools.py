@@ -22,10 +22,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from .apt import file_lock
+from .apt import file_lock, say
 from .browser import ensure_chromium
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
@@ -82,11 +83,6 @@ def _is_fresh(expected: str) -> bool:
         return False
 
 
-def node_modules_fresh() -> bool:
-    """`tests/js/node_modules` was installed from the current lock file."""
-    return _is_fresh(_lock_digest())
-
-
 def _install_lock() -> contextlib.AbstractContextManager[None]:
     """Serialise installs between concurrent test processes (pytest-xdist workers)."""
     key = hashlib.sha256(str(JS_DIR).encode()).hexdigest()[:16]
@@ -109,6 +105,8 @@ def ensure_node_modules() -> Path:
     with _install_lock():
         if _is_fresh(expected):  # another process installed while we waited
             return NODE_MODULES
+        say("installing the npm test tools with `npm ci` (one-time, ~30 s) ...")
+        started = time.monotonic()
         try:
             result = subprocess.run(
                 [npm, "ci", "--no-audit", "--no-fund"],
@@ -128,6 +126,7 @@ def ensure_node_modules() -> Path:
                 f"{(result.stdout + result.stderr)[-4000:]}"
             )
         STAMP.write_text(expected + "\n", encoding="utf-8")
+        say(f"installed the npm test tools in {time.monotonic() - started:.0f} s")
     return NODE_MODULES
 
 

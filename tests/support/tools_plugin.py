@@ -9,7 +9,6 @@ when a selected test needs them, with a progress line before and a timing after.
 from __future__ import annotations
 
 import contextlib
-import time
 
 import pytest
 
@@ -35,10 +34,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         try:
             if wants_browser:
                 browser.ensure_chromium()  # announces an install itself
-            if wants_node and not node_tools.node_modules_fresh():
-                say("installing the npm test tools with `npm ci` (one-time, ~30 s) ...")
-                started = time.monotonic()
-                node_tools.ensure_node_modules()
-                say(f"installed the npm test tools in {time.monotonic() - started:.0f} s")
+            if wants_node:
+                node_tools.ensure_node_modules()  # announces an install itself
         except (browser.ChromiumUnavailable, node_tools.NodeToolsError) as exc:
             say(str(exc))  # the tests that need the tool fail with this message themselves
