@@ -57,8 +57,12 @@ def image(podman: Podman) -> str:
     """`podman build` of docker/Dockerfile, unchanged, from the repository root."""
     print(f"\nbase image: python:3.11-slim, {podman.ensure_base_image()}")
     started = time.monotonic()
+    # --no-cache: Debian's buildah (1.28) reuses the runtime stage's cached
+    # `RUN --mount=type=bind,from=builder` layer when only the builder's wheels changed
+    # (seen here: a module added to the checkout was missing from the image). pip's
+    # own cache mount still spares the downloads.
     podman.run(
-        "build", "--format", "docker",  # docker format keeps HEALTHCHECK (OCI has none)
+        "build", "--no-cache", "--format", "docker",  # docker format keeps HEALTHCHECK
         "--pull=never", "--network", "host", "-f", str(DOCKERFILE), "-t", TAG, str(ROOT),
         timeout=1200,
     )  # fmt: skip
