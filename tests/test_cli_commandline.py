@@ -33,6 +33,7 @@ HEAVY = (
     "starlette",
     "asyncpg",
     "opentelemetry",
+    "prometheus_client",
 )
 
 
