@@ -86,3 +86,15 @@ async def test_masked_error_carries_the_request_id_of_the_response(
     (error,) = r.json()["errors"]
     assert error["extensions"]["requestId"] == "req-42.abc"
     assert error["extensions"]["code"] == "INTERNAL_ERROR"
+
+
+async def test_every_path_the_app_serves_is_a_route_label_of_its_own() -> None:
+    """The viewer page too: no route the app serves is counted as `other`."""
+    app = create_app(SessionQuery(live=[SessionStore()]))
+    async with client(app) as c:
+        for path in ("/ui", "/healthz", "/no-such-page"):
+            await c.get(path, headers={"Accept": "text/html"})
+        text = (await c.get("/metrics")).text
+    assert sample(text, "http_requests_total", route="/ui", status="200") == 1
+    assert sample(text, "http_requests_total", route="/healthz", status="200") == 1
+    assert sample(text, "http_requests_total", route="other", status="404") == 1

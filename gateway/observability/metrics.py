@@ -300,6 +300,10 @@ class GatewayMetrics:
         text = value.lower() if isinstance(value, str) else ""
         return text if text in OPERATION_TYPES else UNKNOWN_TYPE
 
+    def know_routes(self, paths: Collection[str]) -> None:
+        """Count these exact paths under their own `route` label too (the app's routes)."""
+        self.routes = self.routes | frozenset(paths)
+
     def know_error_codes(self, codes: Collection[str]) -> None:
         """Count these codes under their own label too (the app's own codes)."""
         self.error_codes = self.error_codes | frozenset(codes)

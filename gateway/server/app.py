@@ -274,6 +274,8 @@ def create_app(
         routes.append(Route("/", root, methods=["GET"]))
         routes.append(Route(UI_PATH, ui_page, methods=["GET"]))
         routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+    # Every exact path the app serves is a `route` label of its own (the viewer too).
+    metrics.know_routes([r.path for r in routes if isinstance(r, Route)])
     limited_paths = [GRAPHQL_PATH, "/metrics"] if expose_metrics else [GRAPHQL_PATH]
     app = Starlette(
         debug=debug,
