@@ -266,3 +266,40 @@ async def test_a_timed_out_request_leaves_no_backend_work_running() -> None:
     assert hanging.started >= 1
     assert hanging.cancelled == hanging.started and hanging.finished == 0
     assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+@pytest.mark.parametrize("accept", ["application/graphql-response+json", "application/json", None])
+async def test_middleware_refusals_answer_in_the_media_type_the_view_would_choose(
+    accept: str | None,
+) -> None:
+    """421 (host), 413 (body), 401 (auth) and 429 (rate) are written before the GraphQL view
+    runs; they still negotiate the response type as it does, and are never cached."""
+    from gateway.server.media import negotiate
+    from gateway.server.principal import Unauthenticated
+
+    async def refuse_all(authorization: str | None) -> Any:
+        raise Unauthenticated("a bearer token is required")
+
+    query = SessionQuery(live=[SessionStore()])
+    headers = {"Accept": accept} if accept else {}
+    expected = negotiate(accept)
+    small = create_app(query, max_body_bytes=64, rate_limit="1/minute")
+    cases = [
+        (create_app(query, allowed_hosts=["localhost"]), {}, 421, "MISDIRECTED_REQUEST"),
+        (small, {"query": "{ __typename }" + " " * 100}, 413, "PAYLOAD_TOO_LARGE"),
+        (create_app(query, authenticate=refuse_all), {}, 401, "UNAUTHENTICATED"),
+    ]
+    async with client(small) as c:
+        await c.post("/graphql", json={"query": "{ __typename }"}, headers=headers)
+        limited = await c.post("/graphql", json={"query": "{ __typename }"}, headers=headers)
+    answers = [(limited, 429, "RATE_LIMITED")]
+    for app, body, status, code in cases:
+        async with client(app) as c:
+            answer = await c.post("/graphql", json=body or {"query": "{ __typename }"},
+                                  headers=headers)  # fmt: skip
+        answers.append((answer, status, code))
+    for answer, status, code in answers:
+        assert answer.status_code == status, answer.text
+        assert answer.headers["content-type"] == f"{expected}; charset=utf-8", code
+        assert answer.headers["cache-control"] == "no-store", code
+        assert answer.json()["errors"][0]["extensions"]["code"] == code

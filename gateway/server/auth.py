@@ -23,7 +23,6 @@ text, not GraphQL errors.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from starlette.datastructures import Headers, QueryParams
@@ -32,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.persistence.tokens import TokenRefused, TokenStore
 
 from .codes import GatewayCode
-from .errors import new_correlation_id
+from .errors import new_correlation_id, send_error, simple_error
 from .principal import Authenticate, Principal, Unauthenticated, attach_principal
 
 logger = logging.getLogger("gateway.server.auth")
@@ -41,7 +40,6 @@ UNAUTHENTICATED = GatewayCode.UNAUTHENTICATED
 FORBIDDEN = GatewayCode.FORBIDDEN
 AUTH_UNAVAILABLE = GatewayCode.AUTH_UNAVAILABLE
 PROTECTED_PREFIXES = ("/graphql", "/metrics", "/ui")
-GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 
 def token_authenticator(tokens: TokenStore) -> Authenticate:
@@ -98,46 +96,25 @@ class AuthMiddleware:
             challenge = 'Bearer realm="session-gateway"'
             if authorization:
                 challenge += ', error="invalid_token"'
-            await _error(
-                scope, send, 401, UNAUTHENTICATED, str(exc), {"WWW-Authenticate": challenge}
-            )
+            await send_error(
+                scope, send, 401, simple_error(UNAUTHENTICATED, str(exc)),
+                {"WWW-Authenticate": challenge},
+            )  # fmt: skip
             return
         except Exception:
             correlation = new_correlation_id()
             logger.exception("token check failed (correlation id %s)", correlation)
-            await _error(
-                scope,
-                send,
-                503,
-                AUTH_UNAVAILABLE,
-                f"cannot check the token right now (correlation id {correlation})",
-                {"Retry-After": "1"},
+            message = f"cannot check the token right now (correlation id {correlation})"
+            await send_error(
+                scope, send, 503, simple_error(AUTH_UNAVAILABLE, message), {"Retry-After": "1"}
             )
             return
         if scope.get("path") == "/metrics" and not principal.sees_all:
-            await _error(
-                scope, send, 403, FORBIDDEN, "/metrics needs a token with the `all` grant", {}
-            )
+            message = "/metrics needs a token with the `all` grant"
+            await send_error(scope, send, 403, simple_error(FORBIDDEN, message))
             return
         attach_principal(scope, principal)
         await self.app(scope, receive, send)
-
-
-async def _error(
-    scope: Scope, send: Send, status: int, code: str, message: str, extra: dict[str, str]
-) -> None:
-    """A GraphQL-over-HTTP error body, in the GraphQL response type when the client asks."""
-    body = json.dumps({"errors": [{"message": message, "extensions": {"code": code}}]}).encode()
-    accept = Headers(scope=scope).get("accept", "")
-    media = GRAPHQL_RESPONSE if GRAPHQL_RESPONSE in accept else "application/json"
-    headers = [
-        (b"content-type", media.encode()),
-        (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-store"),
-        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 __all__ = ["AuthMiddleware", "token_authenticator"]

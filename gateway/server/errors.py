@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from graphql import GraphQLError
@@ -25,6 +27,7 @@ from gateway.core import SessionQueryError
 from gateway.observability.request_id import current_request_id
 
 from .codes import GatewayCode
+from .media import negotiate
 
 logger = logging.getLogger("gateway.server")
 
@@ -76,6 +79,31 @@ def masked_error(exc: BaseException | None, where: str) -> dict[str, Any]:
 
 def simple_error(code: str, message: str) -> dict[str, Any]:
     return {"message": message, "extensions": {"code": code}}
+
+
+async def send_error(
+    scope: MutableMapping[str, Any],
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    status: int,
+    error: Mapping[str, Any],
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Answer an HTTP request from ASGI middleware with one GraphQL error (`simple_error`):
+    in the media type the GraphQL view would choose for the request's Accept header,
+    never cached, plus `headers` (WWW-Authenticate, Retry-After, ...). The host check,
+    the body limit, auth and the rate limit refuse before the view runs; this keeps
+    their answers the same shape as the view's."""
+    body = json.dumps({"errors": [error]}, separators=(",", ":")).encode()
+    accept = next((v for k, v in scope.get("headers", ()) if k == b"accept"), b"")
+    media = negotiate(accept.decode("latin-1"))
+    raw = [
+        (b"content-type", f"{media}; charset=utf-8".encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _document_error_code(error: GraphQLError) -> str:

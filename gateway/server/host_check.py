@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .codes import GatewayCode
+from .errors import send_error, simple_error
 
 LOOPBACK_HOSTS: tuple[str, ...] = ("localhost", "127.0.0.1", "[::1]")
 MISDIRECTED_REQUEST = GatewayCode.MISDIRECTED_REQUEST
@@ -81,18 +82,4 @@ class HostAllowList:
             "A page that reached it under another name may be a DNS-rebinding attack; "
             "to serve another name on purpose, start it with --allowed-host NAME"
         )
-        body = json.dumps(
-            {"errors": [{"message": message, "extensions": {"code": MISDIRECTED_REQUEST}}]}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 421,
-                "headers": [
-                    (b"content-type", b"application/json; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"cache-control", b"no-store"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(scope, send, 421, simple_error(MISDIRECTED_REQUEST, message))

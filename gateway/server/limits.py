@@ -27,7 +27,6 @@ deeper than the depth limit allows is read through
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +42,7 @@ from strawberry.types.execution import ExecutionContext
 
 from .cost import DEFAULT_MAX_COST, CostModel
 from .document_limits import DocumentLimits, Refusal, check_document, lexical_refusal
-from .errors import PAYLOAD_TOO_LARGE, VALIDATION_FAILED, simple_error
+from .errors import PAYLOAD_TOO_LARGE, VALIDATION_FAILED, send_error, simple_error
 
 T = TypeVar("T")
 
@@ -245,7 +244,7 @@ class BodySizeLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    await self._refuse(send)
+                    await self._refuse(scope, send)
                     return
         seen = 0
         started = False
@@ -269,28 +268,11 @@ class BodySizeLimit:
             await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(scope, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "errors": [
-                    simple_error(
-                        PAYLOAD_TOO_LARGE,
-                        f"request body is larger than the limit of {self.max_bytes} bytes",
-                    )
-                ]
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        message = f"request body is larger than the limit of {self.max_bytes} bytes"
+        # `Connection: close`: the rest of the body is never read.
+        await send_error(
+            scope, send, 413, simple_error(PAYLOAD_TOO_LARGE, message), {"Connection": "close"}
         )
-        await send({"type": "http.response.body", "body": body})

@@ -28,7 +28,6 @@ limits tokens once auth has run.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -36,12 +35,10 @@ from collections.abc import Iterable, Sequence
 from limits import RateLimitItem, parse_many
 from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import FixedWindowRateLimiter
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .codes import GatewayCode
-from .errors import simple_error
-from .http import negotiate
+from .errors import send_error, simple_error
 from .principal import principal_of
 
 RATE_LIMITED = GatewayCode.RATE_LIMITED
@@ -113,21 +110,7 @@ class RateLimit:
             f"rate limit exceeded: {who} may make {describe(item)}; retry after {retry_after} s",
         )
         error["extensions"]["retryAfter"] = retry_after
-        body = json.dumps({"errors": [error]}, separators=(",", ":")).encode()
-        media = negotiate(Headers(scope=scope).get("accept"))
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 429,
-                "headers": [
-                    (b"content-type", f"{media}; charset=utf-8".encode()),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(retry_after).encode()),
-                    (b"cache-control", b"no-store"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(scope, send, 429, error, {"Retry-After": str(retry_after)})
 
 
 __all__ = ["RATE_LIMITED", "RateLimit", "describe", "parse_rate"]
