@@ -21,7 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { CHROMIUM_ARGS, EXECUTABLE, stepTimeoutMs } from "./chromium.mjs";
+import { CHROMIUM_ARGS, EXECUTABLE, readResult, stepTimeoutMs, waitForResult } from "./chromium.mjs";
 
 const STEP_TIMEOUT_MS = stepTimeoutMs("ACCESS_CHECK_STEP_TIMEOUT_MS");
 
@@ -98,12 +98,6 @@ async function fetchMode(pageUrl, planJson) {
   });
 }
 
-// Text of GraphiQL's response pane.
-const readResult = () => {
-  const host = document.querySelector(".graphiql-response .CodeMirror");
-  const pane = document.querySelector(".graphiql-response");
-  return host && host.CodeMirror ? host.CodeMirror.getValue() : pane?.innerText ?? "";
-};
 
 async function runQuery(page, query, expectText) {
   await page.evaluate((text) => {
@@ -116,16 +110,7 @@ async function runQuery(page, query, expectText) {
     if (host && host.CodeMirror) host.CodeMirror.setValue("");
   });
   await page.locator("button.graphiql-execute-button").first().click();
-  await page.waitForFunction(
-    (expected) => {
-      const host = document.querySelector(".graphiql-response .CodeMirror");
-      const pane = document.querySelector(".graphiql-response");
-      const text = host && host.CodeMirror ? host.CodeMirror.getValue() : pane?.innerText ?? "";
-      return text.includes(expected);
-    },
-    expectText,
-    { timeout: STEP_TIMEOUT_MS },
-  );
+  await waitForResult(page, expectText, STEP_TIMEOUT_MS);
   return page.evaluate(readResult);
 }
 

@@ -17,12 +17,12 @@
 // editor, no result, ...) gives ok=false with "error" set. Exits 0 whatever the page
 // did; non-zero only when the harness itself crashed (bad usage, no browser, ...).
 // BROWSER_CHECK_STEP_TIMEOUT_MS bounds each step (default 30000).
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { CHROMIUM_ARGS, EXECUTABLE, stepTimeoutMs } from "./chromium.mjs";
+import { CHROMIUM_ARGS, EXECUTABLE, finish, readResult, stepTimeoutMs, waitForResult } from "./chromium.mjs";
 
 const STEP_TIMEOUT_MS = stepTimeoutMs("BROWSER_CHECK_STEP_TIMEOUT_MS");
 
@@ -56,13 +56,6 @@ function isOwnHost(requestUrl) {
   return parsed.hostname === pageUrl.hostname;
 }
 
-// Text of the response pane: the CodeMirror 5 instance when there is one.
-function readResult() {
-  const cmHost = document.querySelector(".graphiql-response .CodeMirror");
-  if (cmHost && cmHost.CodeMirror) return cmHost.CodeMirror.getValue();
-  const pane = document.querySelector(".graphiql-response");
-  return pane ? pane.innerText : "";
-}
 
 const userDataDir = mkdtempSync(join(tmpdir(), "graphiql-check-profile-"));
 let context;
@@ -160,17 +153,7 @@ try {
     mark("executed");
 
     try {
-      await page.waitForFunction(
-        (expected) => {
-          // Same logic as readResult (functions passed to the page must be self-contained).
-          const host = document.querySelector(".graphiql-response .CodeMirror");
-          const pane = document.querySelector(".graphiql-response");
-          const text = host && host.CodeMirror ? host.CodeMirror.getValue() : pane?.innerText ?? "";
-          return text.includes(expected);
-        },
-        expectText,
-        { timeout: STEP_TIMEOUT_MS },
-      );
+      await waitForResult(page, expectText, STEP_TIMEOUT_MS);
       mark("resultSeen");
     } catch (error) {
       throw new Error(`result pane never contained ${JSON.stringify(expectText)}: ${error.message}`);
@@ -190,12 +173,6 @@ try {
     failedRequests.length === 0;
 } catch (error) {
   report.error = String(error?.stack ?? error);
-  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-  await context?.close().catch(() => {});
-  rmSync(userDataDir, { recursive: true, force: true });
-  process.exit(1);
+  await finish(report, context, userDataDir, 1);
 }
-
-await context.close();
-rmSync(userDataDir, { recursive: true, force: true });
-process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+await finish(report, context, userDataDir, 0);

@@ -14,12 +14,12 @@
 // httpErrors, error, step}. Every request the page makes is recorded in
 // `requests`; those to another origin are aborted and listed in `offOrigin`.
 // Exits 0 whatever the page did; non-zero only when the harness itself crashed.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { CHROMIUM_ARGS, EXECUTABLE, stepTimeoutMs } from "./chromium.mjs";
+import { CHROMIUM_ARGS, EXECUTABLE, finish, stepTimeoutMs } from "./chromium.mjs";
 
 const STEP_TIMEOUT_MS = stepTimeoutMs("BROWSER_CHECK_STEP_TIMEOUT_MS");
 
@@ -126,11 +126,6 @@ try {
   report.ok = report.error === null && report.offOrigin.length === 0;
 } catch (error) {
   report.error = String(error?.stack ?? error);
-  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-  await context?.close().catch(() => {});
-  rmSync(userDataDir, { recursive: true, force: true });
-  process.exit(1);
+  await finish(report, context, userDataDir, 1);
 }
-await context.close();
-rmSync(userDataDir, { recursive: true, force: true });
-process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+await finish(report, context, userDataDir, 0);
