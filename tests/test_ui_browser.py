@@ -15,12 +15,12 @@ is installed:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -412,18 +412,33 @@ def test_keyboard_alone_opens_an_event_and_a_forked_session(gateway: Gateway) ->
     assert got["focusedSession"]
 
 
-def test_refresh_grows_a_live_sessions_timeline(gateway: Gateway) -> None:
+@contextlib.contextmanager
+def appending(gateway: Gateway, every: float, times: int | None = None) -> Iterator[None]:
+    """The demo's simulated agent appending to `demo-agent-live` every `every` seconds
+    (`times` appends, or until the block ends) in a thread beside the browser."""
     assert gateway.agent is not None
+    agent = gateway.agent
     stop = threading.Event()
 
-    def agent() -> None:  # the demo's simulated agent, appending while the page is open
-        while not stop.wait(0.2):
-            gateway.agent.step()
+    def run() -> None:
+        done = 0
+        while (times is None or done < times) and not stop.wait(every):
+            agent.step()
+            done += 1
 
-    count = "Number(document.getElementById('timeline-view').dataset.count)"
-    thread = threading.Thread(target=agent, daemon=True)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
+        yield
+    finally:
+        if times is None:
+            stop.set()
+        thread.join(timeout=60)
+
+
+def test_refresh_grows_a_live_sessions_timeline(gateway: Gateway) -> None:
+    count = "Number(document.getElementById('timeline-view').dataset.count)"
+    with appending(gateway, every=0.2):  # the demo's agent, appending while the page is open
         got = _drive(
             gateway,
             [
@@ -439,31 +454,15 @@ def test_refresh_grows_a_live_sessions_timeline(gateway: Gateway) -> None:
                 {"eval": count, "as": "after"},
             ],
         )
-    finally:
-        stop.set()
-        thread.join(timeout=10)
     total = gateway.gql('{ events(sessionId: "demo-agent-live") { totalCount } }')
     assert got["before"] < got["after"] <= total["events"]["totalCount"]
 
 
 def test_live_session_timeline_grows_by_itself_over_the_subscription(gateway: Gateway) -> None:
-    features = gateway.gql("{ __schema { subscriptionType { fields { name } } } }")
-    subscriptions = features["__schema"]["subscriptionType"] or {"fields": []}
-    if "sessionEvents" not in {f["name"] for f in subscriptions["fields"]}:
-        pytest.skip("this gateway has no sessionEvents subscription yet (issue 11)")
-    assert gateway.agent is not None
     appends = 60
     total = len(gateway.events("demo-agent-live")) + appends
-
-    def agent() -> None:  # a fixed number of appends, spread over ~9 s
-        for _ in range(appends):
-            time.sleep(0.15)
-            gateway.agent.step()
-
     count = "Number(document.getElementById('timeline-view').dataset.count)"
-    thread = threading.Thread(target=agent, daemon=True)
-    thread.start()
-    try:
+    with appending(gateway, every=0.15, times=appends):  # a fixed number, over ~9 s
         got = _drive(
             gateway,
             [
@@ -474,8 +473,6 @@ def test_live_session_timeline_grows_by_itself_over_the_subscription(gateway: Ga
                 {"eval": COLLECT_TIMELINE, "as": "timeline"},
             ],
         )
-    finally:
-        thread.join(timeout=60)
     assert got["before"] < total  # the rest arrived over the tail: nothing was clicked
     events = gateway.events("demo-agent-live")
     assert len(events) == total
