@@ -19,9 +19,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 
-import { CHROMIUM_ARGS, EXECUTABLE, readResult, stepTimeoutMs, waitForResult } from "./chromium.mjs";
+import { launch, readResult, stepTimeoutMs, waitForResult } from "./chromium.mjs";
 
 const STEP_TIMEOUT_MS = stepTimeoutMs("ACCESS_CHECK_STEP_TIMEOUT_MS");
 
@@ -42,13 +41,7 @@ async function withPage(run) {
   const userDataDir = mkdtempSync(join(tmpdir(), "access-check-profile-"));
   let context;
   try {
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: EXECUTABLE,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 800 },
-      timeout: STEP_TIMEOUT_MS,
-    });
+    context = await launch(userDataDir, STEP_TIMEOUT_MS);
     // Nothing leaves this machine.
     await context.route("**/*", (route) =>
       isLoopback(route.request().url()) ? route.continue() : route.abort("blockedbyclient"),

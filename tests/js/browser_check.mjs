@@ -20,9 +20,8 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 
-import { CHROMIUM_ARGS, EXECUTABLE, finish, readResult, stepTimeoutMs, waitForResult } from "./chromium.mjs";
+import { finish, launch, readResult, stepTimeoutMs, waitForResult } from "./chromium.mjs";
 
 const STEP_TIMEOUT_MS = stepTimeoutMs("BROWSER_CHECK_STEP_TIMEOUT_MS");
 
@@ -72,13 +71,7 @@ const report = {
 };
 
 try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: EXECUTABLE,
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1280, height: 800 },
-    timeout: STEP_TIMEOUT_MS,
-  });
+  context = await launch(userDataDir, STEP_TIMEOUT_MS);
   mark("launched");
 
   // Nothing may leave the page's own host: record and abort anything else.

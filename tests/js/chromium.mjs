@@ -1,4 +1,5 @@
 import { rmSync } from "node:fs";
+import { chromium } from "playwright-core";
 
 // How every browser harness here starts Chromium: Debian's build (CHROMIUM_PATH to
 // override), headless, with nothing that would call out to the network on its own.
@@ -49,4 +50,15 @@ export async function finish(report, context, userDataDir, code) {
   await context?.close().catch(() => {});
   rmSync(userDataDir, { recursive: true, force: true });
   process.exit(code);
+}
+
+// Start Chromium as every harness here does, on a throwaway profile directory.
+export function launch(userDataDir, timeout, viewport = { width: 1280, height: 800 }) {
+  return chromium.launchPersistentContext(userDataDir, {
+    executablePath: EXECUTABLE,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport,
+    timeout,
+  });
 }

@@ -17,9 +17,8 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 
-import { CHROMIUM_ARGS, EXECUTABLE, finish, stepTimeoutMs } from "./chromium.mjs";
+import { finish, launch, stepTimeoutMs } from "./chromium.mjs";
 
 const STEP_TIMEOUT_MS = stepTimeoutMs("BROWSER_CHECK_STEP_TIMEOUT_MS");
 
@@ -54,13 +53,7 @@ function ownOrigin(requestUrl) {
 const userDataDir = mkdtempSync(join(tmpdir(), "ui-check-profile-"));
 let context;
 try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: EXECUTABLE,
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: scenario.width ?? 1280, height: scenario.height ?? 800 },
-    timeout: STEP_TIMEOUT_MS,
-  });
+  context = await launch(userDataDir, STEP_TIMEOUT_MS, { width: scenario.width ?? 1280, height: scenario.height ?? 800 });
   await context.route("**/*", (route) => {
     const request = route.request();
     report.requests.push({ url: request.url(), method: request.method(), type: request.resourceType() });
