@@ -156,3 +156,28 @@ def test_cors_origins_come_from_the_env_var_unless_given_as_flags(
         )
     )
     assert from_flags["cors_origins"] == ("http://x.example", "http://y.example")
+
+
+async def test_failed_authentications_count_per_address_and_stop_reaching_the_token_store() -> None:
+    """A bad token is a 401 that the per-token limit never sees: such failures count per
+    client address at the same rate, and past it the token store is not asked again."""
+    from gateway.server.principal import Principal, Unauthenticated
+
+    asked: list[str | None] = []
+
+    async def authenticate(authorization: str | None) -> Principal:
+        asked.append(authorization)
+        if authorization == "Bearer good":
+            return Principal("good", ("all",))
+        raise Unauthenticated("unknown token")
+
+    async with client(_app("3/minute", authenticate=authenticate)) as c:
+        good = await _burst(c, 3, headers={"Authorization": "Bearer good"})
+        bad = await _burst(c, 4, headers={"Authorization": "Bearer guess"})
+    assert [r.status_code for r in good] == [200, 200, 200]  # valid tokens never count
+    assert [r.status_code for r in bad] == [401, 401, 401, 429]
+    assert asked.count("Bearer guess") == 3  # the fourth guess cost no token read
+    refused = bad[-1]
+    assert codes(refused.json()) == ["RATE_LIMITED"]
+    assert "fail authentication 3 per minute" in refused.json()["errors"][0]["message"]
+    assert 1 <= int(refused.headers["retry-after"]) <= 60

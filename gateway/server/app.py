@@ -63,7 +63,7 @@ from .limits import (
     Limits,
 )
 from .principal import Authenticate, principal_of
-from .ratelimit import RateLimit, parse_rate
+from .ratelimit import FailedAuthLimit, RateLimit, parse_rate
 from .schema import build_schema
 from .security_headers import SecurityHeaders
 from .sse import EventStream
@@ -293,6 +293,12 @@ def create_app(
             Middleware(SecurityHeaders),
             *([] if allowed_hosts is None else [Middleware(HostAllowList, allowed=allowed_hosts)]),
             # Auth is outside the rate limit, which keys on the principal auth attaches.
+            # Failed authentications count per address before auth runs (ratelimit).
+            *(
+                [Middleware(FailedAuthLimit, rate=rate_limit, paths=limited_paths)]
+                if authenticate and rate_limit
+                else []
+            ),
             *([Middleware(AuthMiddleware, authenticate=authenticate)] if authenticate else []),
             Middleware(BodySizeLimit, max_bytes=max_body_bytes),
             *(

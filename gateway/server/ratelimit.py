@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from limits import RateLimitItem, parse_many
 from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import FixedWindowRateLimiter
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .codes import GatewayCode
 from .errors import send_error, simple_error
@@ -103,14 +103,64 @@ class RateLimit:
         return f"address:{client[0] if client else 'unknown'}"
 
     async def refuse(self, scope: Scope, send: Send, item: RateLimitItem, retry_after: int) -> None:
-        principal = principal_of(scope)
-        who = "this token" if principal is not None else "this client"
-        error = simple_error(
-            RATE_LIMITED,
-            f"rate limit exceeded: {who} may make {describe(item)}; retry after {retry_after} s",
-        )
-        error["extensions"]["retryAfter"] = retry_after
-        await send_error(scope, send, 429, error, {"Retry-After": str(retry_after)})
+        who = "this token" if principal_of(scope) is not None else "this client"
+        await _refuse(scope, send, f"{who} may make {describe(item)}", retry_after)
 
 
-__all__ = ["RATE_LIMITED", "RateLimit", "describe", "parse_rate"]
+class FailedAuthLimit:
+    """ASGI middleware outside auth: failed authentications count per client address.
+
+    `RateLimit` sits inside auth and counts per token, so a request whose token is
+    missing, unknown or revoked (401) never reached it: a client could send bad
+    tokens without limit, each one a token-store read. Here each 401 on `paths`
+    counts against the client's address at the same rate, and an address that has
+    used it up is refused (429) before auth runs, so its next guesses cost no read.
+    Valid tokens are never counted. The price: every caller behind that address
+    (one NAT, one proxy not trusted for X-Forwarded-For) waits out the window too.
+    """
+
+    def __init__(self, app: ASGIApp, rate: str, paths: Iterable[str]) -> None:
+        self.app = app
+        self.items: Sequence[RateLimitItem] = parse_rate(rate)
+        self.paths = frozenset(paths)
+        self.limiter = FixedWindowRateLimiter(MemoryStorage())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") == "OPTIONS"
+            or scope.get("path") not in self.paths
+        ):
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        key = f"failed-auth:{client[0] if client else 'unknown'}"
+        spent = [item for item in self.items if not await self.limiter.test(item, key)]
+        if spent:
+            reset = max([(await self.limiter.get_window_stats(i, key)).reset_time for i in spent])
+            who = f"this client may fail authentication {describe(spent[0])}"
+            await _refuse(scope, send, who, max(1, math.ceil(reset - time.time())))
+            return
+        status = 0
+
+        async def watching_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, watching_send)
+        if status == 401:
+            for item in self.items:
+                await self.limiter.hit(item, key)
+
+
+async def _refuse(scope: Scope, send: Send, allowance: str, retry_after: int) -> None:
+    error = simple_error(
+        RATE_LIMITED, f"rate limit exceeded: {allowance}; retry after {retry_after} s"
+    )
+    error["extensions"]["retryAfter"] = retry_after
+    await send_error(scope, send, 429, error, {"Retry-After": str(retry_after)})
+
+
+__all__ = ["RATE_LIMITED", "FailedAuthLimit", "RateLimit", "describe", "parse_rate"]
