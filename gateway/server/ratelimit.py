@@ -78,12 +78,21 @@ class RateLimit:
         self.paths = frozenset(paths)
         self.limiter = FixedWindowRateLimiter(MemoryStorage())
 
+    def limits(self, scope: Scope) -> bool:
+        """Whether this request is limited at all (never a preflight, a probe or a file)."""
+        return (
+            scope["type"] == "http"
+            and scope.get("method") != "OPTIONS"
+            and scope.get("path") in self.paths
+        )
+
+    async def retry_after(self, items: Sequence[RateLimitItem], key: str) -> int:
+        """Whole seconds (at least 1) until `key` may pass every one of `items` again."""
+        reset = max([(await self.limiter.get_window_stats(i, key)).reset_time for i in items])
+        return max(1, math.ceil(reset - time.time()))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("method") == "OPTIONS"
-            or scope.get("path") not in self.paths
-        ):
+        if not self.limits(scope):
             await self.app(scope, receive, send)
             return
         key = self.caller(scope)
@@ -91,8 +100,7 @@ class RateLimit:
         if not refused:
             await self.app(scope, receive, send)
             return
-        reset = max([(await self.limiter.get_window_stats(i, key)).reset_time for i in refused])
-        await self.refuse(scope, send, refused[0], max(1, math.ceil(reset - time.time())))
+        await self.refuse(scope, send, refused[0], await self.retry_after(refused, key))
 
     @staticmethod
     def caller(scope: Scope) -> str:
@@ -107,7 +115,7 @@ class RateLimit:
         await _refuse(scope, send, f"{who} may make {describe(item)}", retry_after)
 
 
-class FailedAuthLimit:
+class FailedAuthLimit(RateLimit):
     """ASGI middleware outside auth: failed authentications count per client address.
 
     `RateLimit` sits inside auth and counts per token, so a request whose token is
@@ -119,27 +127,16 @@ class FailedAuthLimit:
     (one NAT, one proxy not trusted for X-Forwarded-For) waits out the window too.
     """
 
-    def __init__(self, app: ASGIApp, rate: str, paths: Iterable[str]) -> None:
-        self.app = app
-        self.items: Sequence[RateLimitItem] = parse_rate(rate)
-        self.paths = frozenset(paths)
-        self.limiter = FixedWindowRateLimiter(MemoryStorage())
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("method") == "OPTIONS"
-            or scope.get("path") not in self.paths
-        ):
+        if not self.limits(scope):
             await self.app(scope, receive, send)
             return
         client = scope.get("client")
         key = f"failed-auth:{client[0] if client else 'unknown'}"
         spent = [item for item in self.items if not await self.limiter.test(item, key)]
         if spent:
-            reset = max([(await self.limiter.get_window_stats(i, key)).reset_time for i in spent])
-            who = f"this client may fail authentication {describe(spent[0])}"
-            await _refuse(scope, send, who, max(1, math.ceil(reset - time.time())))
+            allowance = f"this client may fail authentication {describe(spent[0])}"
+            await _refuse(scope, send, allowance, await self.retry_after(spent, key))
             return
         status = 0
 
