@@ -42,9 +42,9 @@ def resolve(database: str | None, *, create_dirs_default_only: bool = True) -> R
     """
     from gateway.persistence.engine import (
         DatabaseUrlError,
-        default_database_path,
         default_database_url,
         display_url,
+        is_default_database,
         is_sqlite,
         normalize_url,
         sqlite_file,
@@ -61,7 +61,7 @@ def resolve(database: str | None, *, create_dirs_default_only: bool = True) -> R
         return ResolvedDatabase(url, display_url(url), None, False)
     path = Path(path).expanduser().absolute()
     url = url.set(database=str(path))
-    is_default = path == default_database_path().absolute()
+    is_default = is_default_database(path)
     if create_dirs_default_only and not is_default and not path.parent.is_dir():
         raise DatabaseRefused(
             f"no such directory {path.parent} for the SQLite database {path} "

@@ -57,6 +57,12 @@ def default_database_path() -> Path:
     return Path(base) / "session-gateway" / "sessions.db"
 
 
+def is_default_database(path: str | Path) -> bool:
+    """Whether `path` is the embedded default database (the only SQLite file whose
+    directory the gateway ever creates)."""
+    return Path(path).absolute() == default_database_path().absolute()
+
+
 def default_database_url() -> str:
     """`$SESSION_GATEWAY_DATABASE_URL` if set, else the embedded SQLite file."""
     configured = os.environ.get(ENV_DATABASE_URL, "").strip()

@@ -36,8 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .engine import (
     create_engine,
-    default_database_path,
     display_url,
+    is_default_database,
     is_sqlite,
     normalize_url,
     sqlite_file,
@@ -209,7 +209,7 @@ def _make_default_directory(url: URL) -> None:
     path into a new, empty database in a new folder.
     """
     path = sqlite_file(url) if is_sqlite(url) else None
-    if path is not None and Path(path).absolute() == default_database_path().absolute():
+    if path is not None and is_default_database(path):
         path.parent.mkdir(parents=True, exist_ok=True)
 
 
