@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from gateway import SessionQuery, SessionStore, create_app
+from gateway.server.config import GatewayConfig
 from gateway.server.documents import document_id
 
 QUERY = "{ sessions(first: 1) { totalCount } }"
@@ -58,15 +59,15 @@ def variants() -> dict[str, tuple[Any, dict[str, Any], dict[str, str]]]:
     origin = {"Origin": ORIGIN}
     return {
         "plain": (create_app(corpus()), plain, {}),
-        "cors": (create_app(corpus(), cors_origins=[ORIGIN]), plain, origin),
-        "rate limit": (create_app(corpus(), rate_limit="1000000/second"), plain, {}),
-        "documentId": (create_app(corpus(), trusted_documents=manifest), by_id, {}),
+        "cors": (create_app(corpus(), GatewayConfig(cors_origins=[ORIGIN])), plain, origin),
+        "rate limit": (create_app(corpus(), GatewayConfig(rate_limit="1000000/second")), plain, {}),
+        "documentId": (create_app(corpus(), GatewayConfig(trusted_documents=manifest)), by_id, {}),
         "all three": (
             create_app(
                 corpus(),
-                cors_origins=[ORIGIN],
-                rate_limit="1000000/second",
-                trusted_documents=manifest,
+                GatewayConfig(
+                    cors_origins=[ORIGIN], rate_limit="1000000/second", trusted_documents=manifest
+                ),
             ),
             by_id,
             origin,

@@ -119,18 +119,16 @@ def attacks(quick: bool) -> list[Attack]:
 
 def serve_main(database: str, port: int) -> None:
     """The child process: serve `database` on 127.0.0.1:`port` until killed."""
-    import inspect
 
     import uvicorn
 
     from gateway import SessionQuery
     from gateway.persistence import SqlPersistence
     from gateway.server.app import create_app
+    from gateway.server.config import GatewayConfig
 
-    options: dict[str, Any] = {}
-    if "allowed_hosts" in inspect.signature(create_app).parameters:
-        options["allowed_hosts"] = ("localhost", "127.0.0.1", "[::1]")
-    app = create_app(SessionQuery(persistence=SqlPersistence(database)), **options)
+    config = GatewayConfig(allowed_hosts=("localhost", "127.0.0.1", "[::1]"))
+    app = create_app(SessionQuery(persistence=SqlPersistence(database)), config)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", access_log=False)
 
 
@@ -285,12 +283,12 @@ def ms(seconds: float) -> str:
 
 def validation_sweep() -> tuple[float, str, int]:
     """Worst parse+validate (and refusal) time over fan-out documents within 5,000 tokens."""
-    from gateway import SessionQuery, SessionStore, create_app
+    from gateway import SessionQuery, SessionStore
+    from gateway.server.schema import build_schema
 
     store = SessionStore()
     store.create("big", created_at=1)
-    app = create_app(SessionQuery(live=[store]))
-    schema = app.state.schema
+    schema = build_schema()
     docs: list[tuple[str, str]] = []
 
     def spreads(indices: range) -> str:

@@ -70,6 +70,7 @@ from benchmarks.scale_data import (
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.core import SessionHeader
 from gateway.persistence import SqlPersistence
+from gateway.server.config import GatewayConfig, Limits
 from gateway.server.cursors import CursorCodec
 
 SECRET = "bench-scale-cursor-secret"
@@ -251,7 +252,12 @@ class InProcess:
     """The real app (`create_app`) driven in process through `httpx.ASGITransport`."""
 
     def __init__(self, query: SessionQuery) -> None:
-        app = create_app(query, cursor_secret=SECRET, operation_timeout=3600.0, graphiql=False)
+        app = create_app(
+            query,
+            GatewayConfig(
+                limits=Limits(operation_timeout=3600.0), cursor_secret=SECRET, graphiql=False
+            ),
+        )
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://bench", timeout=None
         )

@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
 
-def create_app(query: SessionQuery, **options: Any) -> "Starlette":
-    """The Starlette ASGI app serving `query` over GraphQL (imported lazily)."""
+def create_app(query: SessionQuery, *args: Any, **options: Any) -> "Starlette":
+    """The Starlette ASGI app serving `query` over GraphQL (imported lazily; see
+    `gateway.server.app.create_app` and `gateway.server.config.GatewayConfig`)."""
     from .server.app import create_app as _create_app
 
-    app: Starlette = _create_app(query, **options)
+    app: Starlette = _create_app(query, *args, **options)
     return app
 
 

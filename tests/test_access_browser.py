@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from gateway import SessionQuery, SessionStore, create_app
+from gateway.server.config import GatewayConfig
 from tests.support.access_browser import fetch_from_page, graphiql_with_token
 from tests.support.server import running_server
 from tests.support.tokens import issued_tokens_for_a_server
@@ -48,7 +49,11 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         running_server(_frontend()) as refused,
         issued_tokens_for_a_server(tokens, ("frontend", ["all"], False)) as (auth, secret),
     ):
-        app = create_app(_query(), cors_origins=[allowed], authenticate=auth, rate_limit="3/minute")
+        app = create_app(
+            _query(),
+            GatewayConfig(cors_origins=[allowed], rate_limit="3/minute"),
+            authenticate=auth,
+        )
         with running_server(app) as gateway:
             yield {"allowed": allowed, "refused": refused, "gateway": gateway,
                    "secret": secret["frontend"]}  # fmt: skip
@@ -115,7 +120,7 @@ def test_graphiql_asks_for_a_token_and_sends_it_as_a_bearer(tmp_path: Path) -> N
         secrets,
     ):
         secret = secrets["person"]
-        app = create_app(_query(), default_query="{ __typename }", authenticate=auth)
+        app = create_app(_query(), GatewayConfig(default_query="{ __typename }"), authenticate=auth)
         with running_server(app) as url:
             report = graphiql_with_token(f"{url}/graphql", secret, QUERY, '"totalCount": 2', shot)
     assert report["ok"], report

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
+from gateway.server.config import GatewayConfig
 from gateway.server.cors import check_origin
 from tests.support.tokens import bearer, issued_tokens
 from tests.test_graphql_helpers import client, simple_log
@@ -34,7 +35,7 @@ def _preflight(origin: str, headers: str = "authorization, content-type") -> dic
 
 
 async def test_preflight_from_a_listed_origin_allows_post_with_authorization() -> None:
-    app = create_app(_query(), cors_origins=[ALLOWED])
+    app = create_app(_query(), GatewayConfig(cors_origins=[ALLOWED]))
     async with client(app) as c:
         r = await c.options("/graphql", headers=_preflight(ALLOWED))
     assert r.status_code == 200
@@ -48,7 +49,7 @@ async def test_preflight_from_a_listed_origin_allows_post_with_authorization() -
 
 
 async def test_preflight_from_an_unlisted_origin_is_refused() -> None:
-    app = create_app(_query(), cors_origins=[ALLOWED])
+    app = create_app(_query(), GatewayConfig(cors_origins=[ALLOWED]))
     async with client(app) as c:
         r = await c.options("/graphql", headers=_preflight(REFUSED))
         other_header = await c.options("/graphql", headers=_preflight(ALLOWED, "x-something-else"))
@@ -58,7 +59,7 @@ async def test_preflight_from_an_unlisted_origin_is_refused() -> None:
 
 
 async def test_actual_request_carries_allow_origin_only_for_a_listed_origin() -> None:
-    app = create_app(_query(), cors_origins=[ALLOWED])
+    app = create_app(_query(), GatewayConfig(cors_origins=[ALLOWED]))
     async with client(app) as c:
         ok = await c.post("/graphql", json={"query": QUERY}, headers={"Origin": ALLOWED})
         refused = await c.post("/graphql", json={"query": QUERY}, headers={"Origin": REFUSED})
@@ -81,7 +82,7 @@ async def test_nothing_is_allowed_by_default() -> None:
 
 
 async def test_wildcard_origin_lets_any_page_call_without_credentials() -> None:
-    app = create_app(_query(), cors_origins=["*"])
+    app = create_app(_query(), GatewayConfig(cors_origins=["*"]))
     async with client(app) as c:
         r = await c.post("/graphql", json={"query": QUERY}, headers={"Origin": REFUSED})
     assert r.headers["access-control-allow-origin"] == "*"
@@ -92,7 +93,7 @@ async def test_preflight_is_answered_before_auth_and_a_401_still_carries_cors_he
     tmp_path: Path,
 ) -> None:
     async with issued_tokens(tmp_path / "t.db", ("reader", ["all"], False)) as (auth, secret):
-        app = create_app(_query(), cors_origins=[ALLOWED], authenticate=auth)
+        app = create_app(_query(), GatewayConfig(cors_origins=[ALLOWED]), authenticate=auth)
         async with client(app) as c:
             pre = await c.options("/graphql", headers=_preflight(ALLOWED))
             denied = await c.post("/graphql", json={"query": QUERY}, headers={"Origin": ALLOWED})
@@ -134,4 +135,4 @@ def test_origins_are_taken_in_the_form_browsers_send(given: str, normal: str) ->
 )
 def test_a_value_that_is_not_an_origin_is_refused_at_start(bad: str) -> None:
     with pytest.raises(ValueError, match="not an origin"):
-        create_app(_query(), cors_origins=[bad])
+        create_app(_query(), GatewayConfig(cors_origins=[bad]))

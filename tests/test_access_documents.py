@@ -14,6 +14,7 @@ import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.cli import main
+from gateway.server.config import GatewayConfig
 from gateway.server.documents import document_id
 from tests.support.tokens import bearer, issued_tokens
 from tests.test_graphql_helpers import client, codes, simple_log
@@ -33,7 +34,7 @@ def _query() -> SessionQuery:
 
 
 def _app(**options: Any) -> Any:
-    return create_app(_query(), trusted_documents=MANIFEST, **options)
+    return create_app(_query(), GatewayConfig(trusted_documents=MANIFEST), **options)
 
 
 async def test_document_id_runs_the_trusted_document_over_post_and_get() -> None:
@@ -128,7 +129,7 @@ async def test_a_trusted_only_token_may_run_only_trusted_documents(tmp_path: Pat
 def test_a_manifest_key_that_is_not_the_hash_of_its_document_is_refused_at_start() -> None:
     wrong = "sha256:" + "0" * 64
     with pytest.raises(ValueError, match=wrong):
-        create_app(_query(), trusted_documents={**MANIFEST, wrong: SESSIONS})
+        create_app(_query(), GatewayConfig(trusted_documents={**MANIFEST, wrong: SESSIONS}))
 
 
 @pytest.mark.parametrize(
@@ -137,13 +138,13 @@ def test_a_manifest_key_that_is_not_the_hash_of_its_document_is_refused_at_start
 )
 def test_a_manifest_key_that_is_not_a_sha256_id_is_refused(key: str) -> None:
     with pytest.raises(ValueError, match="is not a document id"):
-        create_app(_query(), trusted_documents={key: SESSIONS})
+        create_app(_query(), GatewayConfig(trusted_documents={key: SESSIONS}))
 
 
 def test_a_manifest_document_that_does_not_parse_is_refused_at_start() -> None:
     broken = "query Broken { sessions { "
     with pytest.raises(ValueError, match=r"does not parse at line 1"):
-        create_app(_query(), trusted_documents={document_id(broken): broken})
+        create_app(_query(), GatewayConfig(trusted_documents={document_id(broken): broken}))
 
 
 def _serve(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -187,7 +188,7 @@ def test_documents_hash_prints_a_manifest_keyed_like_sha256sum(
     for key in expected:
         assert key in err
     # and the gateway accepts it as it is
-    create_app(_query(), trusted_documents=manifest)
+    create_app(_query(), GatewayConfig(trusted_documents=manifest))
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gateway import SessionQuery, SessionStore, create_app
 from tests.support.tokens import issued_tokens
 from tests.test_graphql_helpers import client
 
 
-async def _page(**options: object) -> str:
-    app = create_app(SessionQuery(live=[SessionStore()]), **options)  # type: ignore[arg-type]
+async def _page(**collaborators: Any) -> str:
+    app = create_app(SessionQuery(live=[SessionStore()]), **collaborators)
     async with client(app) as c:
         r = await c.get("/graphql", headers={"Accept": "text/html"})
     assert r.status_code == 200

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
+from gateway.server.config import GatewayConfig
 from gateway.server.ratelimit import parse_rate
 from tests.support.tokens import bearer, issued_tokens
 from tests.test_graphql_helpers import client, codes
@@ -21,8 +22,9 @@ QUERY = {"query": "{ sessions(first: 1) { totalCount } }"}
 GR = "application/graphql-response+json"
 
 
-def _app(rate: str = "3/second", **options: Any) -> Any:
-    return create_app(SessionQuery(live=[SessionStore()]), rate_limit=rate, **options)
+def _app(rate: str = "3/second", cors_origins: tuple[str, ...] = (), **options: Any) -> Any:
+    config = GatewayConfig(rate_limit=rate, cors_origins=cors_origins)
+    return create_app(SessionQuery(live=[SessionStore()]), config, **options)
 
 
 async def _burst(c: httpx.AsyncClient, n: int, **kwargs: Any) -> list[httpx.Response]:
@@ -74,7 +76,7 @@ async def test_with_auth_off_each_client_address_has_its_own_count() -> None:
 
 async def test_health_readiness_static_files_and_preflights_are_never_limited() -> None:
     origin = "http://tools.example"
-    app = _app("1/minute", cors_origins=[origin])
+    app = _app("1/minute", cors_origins=(origin,))
     preflight = {"Origin": origin, "Access-Control-Request-Method": "POST"}
     async with client(app) as c:
         for _ in range(3):
@@ -87,7 +89,7 @@ async def test_health_readiness_static_files_and_preflights_are_never_limited() 
 
 async def test_metrics_is_limited_and_a_429_to_a_cross_origin_call_is_readable() -> None:
     origin = "http://tools.example"
-    async with client(_app("1/minute", cors_origins=[origin])) as c:
+    async with client(_app("1/minute", cors_origins=(origin,))) as c:
         assert (await c.get("/metrics")).status_code == 200
         refused = await c.post("/graphql", json=QUERY, headers={"Origin": origin})
     assert refused.status_code == 429
@@ -143,19 +145,20 @@ def test_cors_origins_come_from_the_env_var_unless_given_as_flags(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from gateway.cli import build_parser
-    from gateway.commands.serve_access import access_options
+    from gateway.commands.serve import gateway_config
 
     monkeypatch.setenv("SESSION_GATEWAY_CORS_ORIGINS", "https://a.example, https://B.example:8443,")
     monkeypatch.delenv("SESSION_GATEWAY_RATE_LIMIT", raising=False)
     monkeypatch.delenv("SESSION_GATEWAY_TRUSTED_DOCUMENTS", raising=False)
-    from_env = access_options(build_parser().parse_args(["serve"]))
-    assert from_env == {"cors_origins": ("https://a.example", "https://b.example:8443")}
-    from_flags = access_options(
+    from_env = gateway_config(build_parser().parse_args(["serve"]))
+    assert from_env.cors_origins == ("https://a.example", "https://b.example:8443")
+    assert from_env.rate_limit is None and from_env.trusted_documents is None
+    from_flags = gateway_config(
         build_parser().parse_args(
             ["serve", "--cors-origin", "http://x.example", "--cors-origin", "http://y.example"]
         )
     )
-    assert from_flags["cors_origins"] == ("http://x.example", "http://y.example")
+    assert from_flags.cors_origins == ("http://x.example", "http://y.example")
 
 
 async def test_failed_authentications_count_per_address_and_stop_reaching_the_token_store() -> None:

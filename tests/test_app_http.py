@@ -12,6 +12,7 @@ import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.core import SessionHeader
+from gateway.server.config import GatewayConfig, Limits
 from tests.backends import Broken
 from tests.support.sqlite_backend import sql_backend
 from tests.test_graphql_helpers import ACCEPT_BOTH, client, codes, gql, simple_log
@@ -138,7 +139,9 @@ async def test_malformed_requests(query, body: bytes, content_type: str, status:
 
 
 async def test_depth_alias_and_token_limits(query: SessionQuery) -> None:
-    app = create_app(query, max_depth=6, max_aliases=3, max_tokens=300)
+    app = create_app(
+        query, GatewayConfig(limits=Limits(max_depth=6, max_aliases=3, max_tokens=300))
+    )
     deep = (
         '{ traceSession(sessionId: "a") { descendants { descendants { descendants { '
         "descendants { descendants { session { id } } } } } } } }"
@@ -161,12 +164,14 @@ async def test_depth_alias_and_token_limits(query: SessionQuery) -> None:
 async def test_introspection_is_not_limited_by_depth(query: SessionQuery) -> None:
     from graphql import get_introspection_query
 
-    body = await gql(create_app(query, max_depth=3), get_introspection_query())
+    body = await gql(
+        create_app(query, GatewayConfig(limits=Limits(max_depth=3))), get_introspection_query()
+    )
     assert "errors" not in body
 
 
 async def test_body_size_limit(query: SessionQuery) -> None:
-    app = create_app(query, max_body_bytes=1024)
+    app = create_app(query, GatewayConfig(limits=Limits(max_body_bytes=1024)))
     padding = " " * 2000
     async with client(app) as c:
         r = await c.post(
@@ -204,7 +209,7 @@ class SlowBackend:
 
 async def test_operation_timeout_is_504(query: SessionQuery) -> None:
     slow = SessionQuery(persistence=SlowBackend(5))
-    app = create_app(slow, operation_timeout=0.2)
+    app = create_app(slow, GatewayConfig(limits=Limits(operation_timeout=0.2)))
     for accept in ("application/json", GR):
         body = await gql(app, "{ sessions { totalCount } }", accept=accept, status=504)
         assert codes(body) == ["OPERATION_TIMEOUT"]
@@ -222,7 +227,7 @@ async def test_healthz_and_readyz(tmp_path: Path) -> None:
             (SessionQuery(persistence=SlowBackend(5)), 503, "did not answer"),
         ]
         for q, status, reason in cases:
-            async with client(create_app(q, readiness_timeout=0.2)) as c:
+            async with client(create_app(q, GatewayConfig(readiness_timeout=0.2))) as c:
                 assert (await c.get("/healthz")).status_code == 200
                 r = await c.get("/readyz")
                 assert r.status_code == status
@@ -257,7 +262,9 @@ class HangingBackend:
 
 async def test_a_timed_out_request_leaves_no_backend_work_running() -> None:
     hanging = HangingBackend()
-    app = create_app(SessionQuery(persistence=hanging), operation_timeout=0.2)
+    app = create_app(
+        SessionQuery(persistence=hanging), GatewayConfig(limits=Limits(operation_timeout=0.2))
+    )
     # several fields that each start backend work (listing and whole-log loads)
     query = '{ a: sessions { totalCount } b: events(sessionId: "x") { totalCount } }'
     body = await gql(app, query, status=504)
@@ -283,9 +290,16 @@ async def test_middleware_refusals_answer_in_the_media_type_the_view_would_choos
     query = SessionQuery(live=[SessionStore()])
     headers = {"Accept": accept} if accept else {}
     expected = negotiate(accept)
-    small = create_app(query, max_body_bytes=64, rate_limit="1/minute")
+    small = create_app(
+        query, GatewayConfig(limits=Limits(max_body_bytes=64), rate_limit="1/minute")
+    )
     cases = [
-        (create_app(query, allowed_hosts=["localhost"]), {}, 421, "MISDIRECTED_REQUEST"),
+        (
+            create_app(query, GatewayConfig(allowed_hosts=["localhost"])),
+            {},
+            421,
+            "MISDIRECTED_REQUEST",
+        ),
         (small, {"query": "{ __typename }" + " " * 100}, 413, "PAYLOAD_TOO_LARGE"),
         (create_app(query, authenticate=refuse_all), {}, 401, "UNAUTHENTICATED"),
     ]

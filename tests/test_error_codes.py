@@ -12,6 +12,7 @@ from pathlib import Path
 import gateway.server
 from gateway import SessionQuery, create_app
 from gateway.core import ErrorCode
+from gateway.observability import GatewayMetrics
 from gateway.server.codes import GATEWAY_CODES, GatewayCode
 
 SERVER = Path(gateway.server.__file__).parent
@@ -44,7 +45,35 @@ def test_error_codes_written_in_the_server_source_are_known() -> None:
 
 
 def test_error_codes_each_counts_under_its_own_metrics_label() -> None:
-    metrics = create_app(SessionQuery()).state.metrics
+    metrics = GatewayMetrics()
+    create_app(SessionQuery(), metrics=metrics)
     for code in [*GatewayCode, *ErrorCode]:
         assert metrics.error_code_label(code) == code.value
     assert metrics.error_code_label("SOMETHING_ELSE") == "OTHER"
+
+
+def test_one_classifier_gives_each_error_its_code_without_reading_messages() -> None:
+    from graphql import GraphQLError, Source
+
+    from gateway.core import SessionQueryError
+    from gateway.server.errors import error_code, format_error
+
+    # Codes come from where an error is made, never from its wording:
+    assert error_code(GraphQLError("anything", extensions={"code": "GRAPHQL_PARSE_FAILED"})) == (
+        "GRAPHQL_PARSE_FAILED"
+    )
+    assert error_code(GraphQLError("Syntax Error: looks like a parse error", path=["a"])) == (
+        "GRAPHQL_VALIDATION_FAILED"
+    )
+    # graphql-core locates a variable that does not coerce in the document: the client's input.
+    source = Source("query($n: Int) { x }")
+    located = GraphQLError("Variable '$n' got invalid value", source=source, positions=[6])
+    assert error_code(located) == "BAD_USER_INPUT"
+    contract = SessionQueryError(ErrorCode.INVALID_WINDOW, "too wide")
+    assert error_code(GraphQLError("x", path=["a"], original_error=contract)) == (
+        "SESSION_QUERY_INVALID_WINDOW"
+    )
+    bug = GraphQLError("boom", path=["a"], original_error=ValueError("secret detail"))
+    assert error_code(bug) == "INTERNAL_ERROR"
+    shown = format_error(bug)
+    assert shown["extensions"]["code"] == "INTERNAL_ERROR" and "secret" not in shown["message"]

@@ -11,6 +11,7 @@ import pytest
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.demo import load_demo
 from gateway.persistence import SqlPersistence
+from gateway.server.config import GatewayConfig
 from tests.support.node_tools import run_browser_check
 from tests.support.server import running_server
 from tests.support.sqlite_backend import sqlite_url
@@ -36,7 +37,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # edit, and the harness clicks "run" at once; a named default could go out stale.
     app = create_app(
         SessionQuery(live=[store], persistence=backend),
-        default_query="{ __typename }",
+        GatewayConfig(default_query="{ __typename }"),
     )
     try:
         with running_server(app) as url:

@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from gateway import SessionQuery, SessionStore, create_app
+from gateway.server.config import GatewayConfig
 from tests.test_graphql_helpers import codes, gql, simple_log
 
 PAGE = """query($first: Int, $after: String) { sessions(first: $first, after: $after) {
@@ -93,7 +94,10 @@ async def test_bad_cursors_get_a_clear_error(bad: str) -> None:
 
 async def test_a_shared_cursor_secret_makes_cursors_portable() -> None:
     _, query = corpus(10)
-    one, two = create_app(query, cursor_secret="s3cret"), create_app(query, cursor_secret="s3cret")
+    one, two = (
+        create_app(query, GatewayConfig(cursor_secret="s3cret")),
+        create_app(query, GatewayConfig(cursor_secret="s3cret")),
+    )
     cursor = (await gql(one, PAGE, {"first": 4}))["data"]["sessions"]["pageInfo"]["endCursor"]
     page = (await gql(two, PAGE, {"first": 4, "after": cursor}))["data"]["sessions"]
     assert [e["node"]["id"] for e in page["edges"]] == ["s0004", "s0005", "s0002", "s0003"]

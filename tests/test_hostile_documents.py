@@ -18,6 +18,7 @@ import pytest
 from graphql import get_introspection_query
 
 from gateway import SessionQuery, SessionStore, create_app
+from gateway.server.config import GatewayConfig, Limits
 from tests.support.attack import healthz_while
 from tests.support.server import running_server
 from tests.test_graphql_helpers import codes, gql
@@ -87,7 +88,7 @@ async def test_a_fan_out_names_the_expanded_figure_it_broke() -> None:
 async def test_depth_and_alias_limits_count_fragments_expanded(
     options: dict[str, int], query: str, words: str
 ) -> None:
-    body = await gql(create_app(corpus(5), **options), query)
+    body = await gql(create_app(corpus(5), GatewayConfig(limits=Limits(**options))), query)
     assert codes(body) == ["GRAPHQL_VALIDATION_FAILED"] and words in body["errors"][0]["message"]
 
 
@@ -114,7 +115,9 @@ async def test_many_copies_of_one_field_are_refused_before_the_overlap_rule() ->
     crowded = " ".join(
         f"s{i}: sessions {{ totalCount }}" for i in range(10)
     )  # same-name via aliases is fine
-    assert "errors" not in await gql(create_app(corpus(5), max_aliases=10), "{" + crowded + "}")
+    assert "errors" not in await gql(
+        create_app(corpus(5), GatewayConfig(limits=Limits(max_aliases=10))), "{" + crowded + "}"
+    )
 
 
 async def test_same_named_fields_arriving_through_fragments_count_too() -> None:
@@ -202,16 +205,20 @@ async def test_a_costly_query_is_refused_naming_estimate_and_limit() -> None:
 async def test_the_estimate_multiplies_lists_by_their_page(
     query: str, variables: dict[str, int] | None, estimate: int
 ) -> None:
-    app = create_app(corpus(20), max_cost=estimate)
+    app = create_app(corpus(20), GatewayConfig(limits=Limits(max_cost=estimate)))
     assert "errors" not in await gql(app, query, variables)
-    body = await gql(create_app(corpus(20), max_cost=estimate - 1), query, variables)
+    body = await gql(
+        create_app(corpus(20), GatewayConfig(limits=Limits(max_cost=estimate - 1))),
+        query,
+        variables,
+    )
     assert codes(body) == ["QUERY_TOO_COSTLY"]
     assert f"estimated {estimate:,} objects" in body["errors"][0]["message"]
 
 
 def test_max_cost_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_cost"):
-        create_app(corpus(1), max_cost=0)
+        create_app(corpus(1), GatewayConfig(limits=Limits(max_cost=0)))
 
 
 # -- against a real server: the loop keeps serving -------------------------------------
@@ -262,7 +269,7 @@ def test_an_operation_past_its_time_budget_stops_and_answers_504_on_time() -> No
     query = (
         '{session(id:"big"){events(first:470){nodes{session{events(first:100){nodes{seq type}}}}}}}'
     )
-    app = create_app(corpus(), operation_timeout=0.3)
+    app = create_app(corpus(), GatewayConfig(limits=Limits(operation_timeout=0.3)))
     with running_server(app) as base:
 
         def attack(client: httpx.Client) -> tuple[httpx.Response, float]:

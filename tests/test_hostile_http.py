@@ -22,6 +22,7 @@ from gateway import SessionQuery, SessionStore, create_app
 from gateway.commands.serve import allowed_hosts
 from gateway.core import SessionEvent, SessionHeader
 from gateway.persistence import SqlPersistence
+from gateway.server.config import GatewayConfig
 from gateway.server.host_check import LOOPBACK_HOSTS, host_name
 from gateway.server.security_headers import inline_script_hashes
 from tests.backends import Broken
@@ -199,7 +200,7 @@ async def test_backend_failures_name_what_failed_not_the_drivers_text(
 async def test_only_loopback_names_are_served_on_a_loopback_allow_list(
     host: str, status: int
 ) -> None:
-    app = create_app(live_query(), allowed_hosts=LOOPBACK_HOSTS)
+    app = create_app(live_query(), GatewayConfig(allowed_hosts=LOOPBACK_HOSTS))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
         r = await c.post(
@@ -212,7 +213,9 @@ async def test_only_loopback_names_are_served_on_a_loopback_allow_list(
 
 
 async def test_allowed_hosts_add_names_and_wildcards() -> None:
-    app = create_app(live_query(), allowed_hosts=(*LOOPBACK_HOSTS, "gw.example", "*.corp.example"))
+    app = create_app(
+        live_query(), GatewayConfig(allowed_hosts=(*LOOPBACK_HOSTS, "gw.example", "*.corp.example"))
+    )
     for host, status in (("gw.example:443", 200), ("a.corp.example", 200), ("corp.example", 421)):
         r = await post(app, json.dumps({"query": "{ __typename }"}), host=host)
         assert r.status_code == status, host
@@ -247,7 +250,7 @@ def test_host_names_are_parsed_without_port(header: str, name: str | None) -> No
 
 
 def test_a_rebound_page_gets_nothing_from_a_real_server() -> None:
-    app = create_app(live_query(), allowed_hosts=LOOPBACK_HOSTS)
+    app = create_app(live_query(), GatewayConfig(allowed_hosts=LOOPBACK_HOSTS))
     with running_server(app) as base:
         r = httpx.post(
             base + "/graphql",

@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.observability import GatewayMetrics
 from gateway.persistence import SqlPersistence, migrate
+from gateway.server.config import GatewayConfig
 from gateway.server.principal import Principal, Unauthenticated
 from tests.support.node_tools import run_subscription
 from tests.support.server import running_server
@@ -47,11 +48,13 @@ def serving(
     store: SessionStore,
     agent: Callable[[], Coroutine[Any, Any, Any]] | None = None,
     persistence: Any = None,
-    **options: Any,
+    config: GatewayConfig | None = None,
+    **collaborators: Any,
 ) -> Iterator[tuple[str, GatewayMetrics]]:
     metrics = GatewayMetrics()
     query = SessionQuery(live=[store], persistence=persistence)
-    app = create_app(query, metrics=metrics, background=[agent] if agent else (), **options)
+    background = [agent] if agent else ()
+    app = create_app(query, config, metrics=metrics, background=background, **collaborators)
     with running_server(app) as base:
         yield base, metrics
 
@@ -291,7 +294,7 @@ def test_a_consumer_that_stops_reading_lags_with_last_seq_and_resumes_gap_free()
                     seqs.append(payload["data"]["sessionEvents"]["seq"])
             return seqs, error
 
-    with serving(store, agent, subscription_buffer=100) as (base, metrics):
+    with serving(store, agent, config=GatewayConfig(subscription_buffer=100)) as (base, metrics):
         seqs, error = stalled_client(base)
         last = error["extensions"]["lastSeq"]
         resumed = run_subscription(
@@ -370,7 +373,7 @@ def test_no_connection_init_in_time_closes_with_4408() -> None:
             assert (await closed_with(ws))[0] == 4408
             assert 0.2 <= time.monotonic() - started < 5
 
-    protocol_case(case, connection_init_timeout=0.3)
+    protocol_case(case, config=GatewayConfig(connection_init_timeout=0.3))
 
 
 def test_a_duplicate_operation_id_closes_with_4409_and_ping_gets_pong() -> None:
@@ -424,7 +427,7 @@ def test_websocket_origin_is_same_origin_or_a_cors_origin_and_legacy_protocol_is
             async with connect(url, subprotocols=["graphql-ws"]):  # type: ignore[list-item]
                 pass
 
-    protocol_case(case, cors_origins=["https://app.example"])
+    protocol_case(case, config=GatewayConfig(cors_origins=("https://app.example",)))
 
 
 # -- SSE -------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from gateway.observability.metrics import (
     MetricsEndpoint,
     backend_methods,
     coroutine_methods,
-    graphql_error_code,
     instrument_backend,
     metrics_extension,
     unwrap_backend,
@@ -135,8 +134,9 @@ def test_no_created_series_are_exposed():
 
 
 async def test_each_app_has_a_registry_of_its_own():
-    first, second = create_app(SessionQuery()), create_app(SessionQuery())
-    one, two = first.state.metrics, second.state.metrics
+    one, two = GatewayMetrics(), GatewayMetrics()
+    first = create_app(SessionQuery(), metrics=one)
+    create_app(SessionQuery(), metrics=two)
     assert one.registry is not two.registry
     assert one.registry is not prometheus_client.REGISTRY
     transport = httpx.ASGITransport(app=first)
@@ -294,8 +294,8 @@ class Query:
         return 1
 
 
-def schema_with(metrics: GatewayMetrics, **options) -> strawberry.Schema:
-    return strawberry.Schema(query=Query, extensions=[metrics_extension(metrics, **options)])
+def schema_with(metrics: GatewayMetrics) -> strawberry.Schema:
+    return strawberry.Schema(query=Query, extensions=[metrics_extension(metrics)])
 
 
 def test_extension_has_no_resolve_hook_and_is_a_class():
@@ -306,7 +306,7 @@ def test_extension_has_no_resolve_hook_and_is_a_class():
     assert "on_operation" in vars(extension)
 
 
-async def test_extension_counts_operations_durations_and_errors():
+async def test_extension_counts_operations_and_durations_and_leaves_errors_to_the_pipeline():
     metrics = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
     schema = schema_with(metrics)
     assert (await schema.execute("query Ok { ok }")).errors is None
@@ -328,13 +328,8 @@ async def test_extension_counts_operations_durations_and_errors():
     }
     ok = {"operation_name": "Ok", "operation_type": "query"}
     assert metrics.value("graphql_operation_duration_seconds_count", **ok) == 2
-    errors = {s.labels["code"]: s.value for s in samples(metrics, "graphql_errors_total")}
-    assert errors == {
-        "SESSION_QUERY_SESSION_NOT_FOUND": 1,
-        "INTERNAL_ERROR": 1,
-        "GRAPHQL_VALIDATION_FAILED": 1,
-        "GRAPHQL_PARSE_FAILED": 1,
-    }
+    # Errors are counted where responses are made (the operation pipeline), once.
+    assert samples(metrics, "graphql_errors_total") == []
 
 
 async def test_extension_times_an_operation_cut_short():
@@ -346,35 +341,6 @@ async def test_extension_times_an_operation_cut_short():
     count = metrics.value("graphql_operation_duration_seconds_count", **slow)
     total = metrics.value("graphql_operation_duration_seconds_sum", **slow)
     assert count == 1 and 0.04 < total < 2
-
-
-async def test_extension_can_leave_error_counting_to_the_http_layer():
-    metrics = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
-    schema = schema_with(metrics, count_errors=False)
-    await schema.execute("{ missing }")
-    assert samples(metrics, "graphql_errors_total") == []
-    custom = GatewayMetrics(extra_error_codes=GATEWAY_CODES)
-    await schema_with(custom, error_code=lambda error: "BAD_REQUEST").execute("{ missing }")
-    assert label_values(custom, "graphql_errors_total", "code") == {("BAD_REQUEST",)}
-    assert custom.value("graphql_errors_total", code="BAD_REQUEST") == 1
-
-
-def test_default_error_code_classification():
-    from graphql import GraphQLError
-
-    assert graphql_error_code(GraphQLError("Syntax Error: Unexpected <EOF>.")) == (
-        "GRAPHQL_PARSE_FAILED"
-    )
-    assert graphql_error_code(GraphQLError("Variable '$x' got invalid value")) == ("BAD_USER_INPUT")
-    assert graphql_error_code(GraphQLError("Cannot query field")) == "GRAPHQL_VALIDATION_FAILED"
-    wrapped = GraphQLError("x", path=["a"], original_error=ValueError("boom"))
-    assert graphql_error_code(wrapped) == "INTERNAL_ERROR"
-    contract = SessionQueryError(ErrorCode.INVALID_WINDOW, "too wide")
-    assert graphql_error_code(GraphQLError("x", path=["a"], original_error=contract)) == (
-        "SESSION_QUERY_INVALID_WINDOW"
-    )
-    tagged = GraphQLError("x", extensions={"code": "BAD_USER_INPUT"})
-    assert graphql_error_code(tagged) == "BAD_USER_INPUT"
 
 
 # -- ASGI: /metrics and the HTTP middleware ----------------------------------------------

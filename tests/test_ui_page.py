@@ -10,9 +10,11 @@ import hashlib
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.commands.serve import banner
+from gateway.server.config import GatewayConfig
 from gateway.server.principal import Principal, Unauthenticated
 from gateway.web.graphiql import STATIC_DIR
 from tests.test_graphql_helpers import client
@@ -57,8 +59,8 @@ class _Shell(HTMLParser):
             self.inline_script_text += data.strip()
 
 
-def _app(**options: object) -> object:
-    return create_app(SessionQuery(live=[SessionStore()]), **options)  # type: ignore[arg-type]
+def _app(config: GatewayConfig | None = None, **collaborators: Any) -> object:
+    return create_app(SessionQuery(live=[SessionStore()]), config, **collaborators)
 
 
 async def test_ui_shell_has_no_inline_code_so_a_strict_csp_allows_it() -> None:
@@ -137,7 +139,7 @@ async def test_graphiql_and_the_serve_banner_link_the_viewer() -> None:
 
 
 async def test_without_graphiql_there_is_no_viewer_either() -> None:
-    async with client(_app(graphiql=False)) as c:
+    async with client(_app(GatewayConfig(graphiql=False))) as c:
         r = await c.get("/ui", headers=HTML)
     assert r.status_code == 404
 

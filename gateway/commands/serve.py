@@ -59,20 +59,19 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.commands import add_database_argument
 from gateway.commands.database import DatabaseRefused, check_serve_target, resolve
-from gateway.commands.serve_access import access_options, add_access_arguments
+from gateway.commands.serve_access import access_options, add_access_arguments, manifest_path
 from gateway.observability.logging import add_logging_arguments
+from gateway.server.config import DEFAULT_MAX_COST
 
 if TYPE_CHECKING:
     from gateway.commands.database import ResolvedDatabase
+    from gateway.server.config import GatewayConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 ENV_CURSOR_SECRET = "SESSION_GATEWAY_CURSOR_SECRET"
 ENV_AUTH = "SESSION_GATEWAY_AUTH"
 AUTH_MODES = ("none", "tokens")
-DEFAULT_MAX_COST = 50_000
-"""`gateway.server.cost.DEFAULT_MAX_COST`, repeated so `--help` need not import the GraphQL
-layer (a test checks the two agree)."""
 OTEL_EXTRA = "pip install 'session-query-gateway[otel]'"
 OTEL_SWITCHES = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -304,12 +303,39 @@ async def probe_database(backend: Any, shown: str) -> str | None:
     return None
 
 
+def gateway_config(args: argparse.Namespace) -> GatewayConfig:
+    """The app's settings from the flags and the environment, checked once (by
+    `GatewayConfig`); ValueError naming the option that is wrong."""
+    from gateway.server.config import GatewayConfig, Limits
+    from gateway.server.documents import ManifestError
+
+    options = access_options(args)
+    try:
+        limits = Limits(max_cost=args.max_cost)
+    except ValueError:
+        raise ValueError(f"--max-cost must be a positive integer, got {args.max_cost}") from None
+    if args.demo:
+        from gateway.demo import DEFAULT_DEMO_QUERY
+
+        options["default_query"] = DEFAULT_DEMO_QUERY
+    secret = os.environ.get(ENV_CURSOR_SECRET)
+    if secret:
+        options["cursor_secret"] = secret
+    try:
+        return GatewayConfig(
+            limits=limits, allowed_hosts=allowed_hosts(args.host, args.allowed_host), **options
+        )
+    except ManifestError as exc:
+        raise ValueError(f"--trusted-documents {manifest_path(args)}: {exc}") from None
+
+
 async def serve(
     args: argparse.Namespace,
     db: ResolvedDatabase | None,
     sock: socket.socket,
     provider: Any = None,
     tracing: str | None = None,
+    settings: GatewayConfig | None = None,
 ) -> int:
     import uvicorn
 
@@ -346,20 +372,12 @@ async def serve(
         store = SessionStore()
         query = SessionQuery(live=[store], persistence=backend)
         background = []
-        default_query = None
         if args.demo:
-            from gateway.demo import DEFAULT_DEMO_QUERY, load_demo
+            from gateway.demo import load_demo
 
             demo = await load_demo(backend, store, agent_interval=args.agent_interval)
             background.append(demo.agent.run)
-            default_query = DEFAULT_DEMO_QUERY
-        options: dict[str, Any] = {"background": background, "metrics": metrics}
-        options.update(access_options(args))
-        if default_query is not None:
-            options["default_query"] = default_query
-        secret = os.environ.get(ENV_CURSOR_SECRET)
-        if secret:
-            options["cursor_secret"] = secret
+        authenticate = None
         mode = auth_mode(args) or "none"
         if mode == "tokens":
             from gateway.persistence.tokens import TokenError, TokenStore, load_token_key
@@ -370,11 +388,15 @@ async def serve(
             except TokenError as exc:
                 print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
                 return 2
-            options["authenticate"] = token_authenticator(TokenStore(raw_backend, key))
-        options["max_cost"] = args.max_cost
-        options["allowed_hosts"] = allowed_hosts(args.host, args.allowed_host)
-        options["tracer_provider"] = provider
-        app = create_app(query, **options)
+            authenticate = token_authenticator(TokenStore(raw_backend, key))
+        app = create_app(
+            query,
+            settings,
+            authenticate=authenticate,
+            metrics=metrics,
+            tracer_provider=provider,
+            background=background,
+        )
         config = uvicorn.Config(
             app,
             host=args.host,
@@ -413,17 +435,11 @@ def run(args: argparse.Namespace) -> int:
     if not is_loopback(args.host) and mode == "none" and not args.insecure_no_auth:
         print(f"session-gateway serve: {remote_without_auth_refusal(args.host)}", file=sys.stderr)
         return 2
-    if args.max_cost < 1:
-        print(
-            f"session-gateway serve: --max-cost must be positive, got {args.max_cost}",
-            file=sys.stderr,
-        )
-        return 2
     if not 0 <= args.port <= 65535:
         print(f"session-gateway serve: --port must be 0..65535, got {args.port}", file=sys.stderr)
         return 2
     try:
-        access_options(args)  # checked before anything starts
+        settings = gateway_config(args)  # checked before anything starts
     except ValueError as exc:
         print(f"session-gateway serve: {exc}", file=sys.stderr)
         return 2
@@ -448,7 +464,7 @@ def run(args: argparse.Namespace) -> int:
     if provider is not None:
         _exit_on_sigterm()
     try:
-        return _run(args, provider, tracing)
+        return _run(args, provider, tracing, settings)
     finally:
         if provider is not None:
             provider.shutdown()  # flushes the spans still batched (the loop has ended)
@@ -468,7 +484,9 @@ def _exit_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, stop)
 
 
-def _run(args: argparse.Namespace, provider: Any, tracing: str | None) -> int:
+def _run(
+    args: argparse.Namespace, provider: Any, tracing: str | None, settings: GatewayConfig
+) -> int:
     db = None
     try:
         if not args.demo:
@@ -487,6 +505,6 @@ def _run(args: argparse.Namespace, provider: Any, tracing: str | None) -> int:
         )
         return 1
     try:
-        return asyncio.run(serve(args, db, sock, provider, tracing))
+        return asyncio.run(serve(args, db, sock, provider, tracing, settings))
     finally:
         sock.close()

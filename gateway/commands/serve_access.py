@@ -1,8 +1,8 @@
 """`serve`'s options for browser origins, trusted documents and rate limits (SPEC §10).
 
-Kept apart from `serve` so that command stays about binding and running; each
-option is checked before the server starts (`access_options`), and a bad value
-stops it with one line naming what was wrong.
+Kept apart from `serve` so that command stays about binding and running; the
+options become `GatewayConfig` fields, checked once before the server starts,
+and a bad value stops it with one line naming what was wrong.
 """
 
 from __future__ import annotations
@@ -49,27 +49,27 @@ def add_access_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def access_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`create_app` keyword arguments from the options (or their env vars); ValueError if bad."""
-    from gateway.server.cors import check_origins
-    from gateway.server.documents import ManifestError, check_manifest, load_manifest
-    from gateway.server.limits import DEFAULT_MAX_TOKENS
-    from gateway.server.ratelimit import parse_rate
+    """`GatewayConfig` fields from the options (or their env vars), not yet checked:
+    `GatewayConfig` checks them once (`gateway_config` in `serve`). The manifest file is
+    read here (ValueError naming the option when it cannot be)."""
+    from gateway.server.documents import ManifestError, load_manifest
 
     options: dict[str, Any] = {}
     origins = args.cors_origin
     if origins is None:
         origins = [o for o in os.environ.get(ENV_CORS_ORIGINS, "").split(",") if o.strip()]
-    options["cors_origins"] = check_origins(origins)
-    path = args.trusted_documents or os.environ.get(ENV_TRUSTED_DOCUMENTS) or None
+    options["cors_origins"] = tuple(origins)
+    path = manifest_path(args)
     if path:
         try:
-            options["trusted_documents"] = check_manifest(
-                load_manifest(path), max_tokens=DEFAULT_MAX_TOKENS
-            )
+            options["trusted_documents"] = load_manifest(path)
         except ManifestError as exc:
             raise ValueError(f"--trusted-documents {path}: {exc}") from None
     rate = args.rate_limit or os.environ.get(ENV_RATE_LIMIT) or None
     if rate:
-        parse_rate(rate)
         options["rate_limit"] = rate
     return options
+
+
+def manifest_path(args: argparse.Namespace) -> str | None:
+    return args.trusted_documents or os.environ.get(ENV_TRUSTED_DOCUMENTS) or None

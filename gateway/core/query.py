@@ -137,11 +137,17 @@ class SessionQuery(_Operations):
         with self._lock:
             return self._backend
 
-    def observe(self, scope: Scope | None = None) -> Observation:
+    def observe(
+        self, scope: Scope | None = None, *, through: Callable[[object], object] | None = None
+    ) -> Observation:
         """A fresh observation: sources as of now, loads remembered until it is dropped;
-        within `scope` when given (SPEC §10)."""
+        within `scope` when given (SPEC §10). `through` wraps the mounted backend for
+        this observation only (a host's tracing proxy), leaving the query as it is."""
         with self._lock:
-            return Observation(self._stores, self._backend, scope)
+            stores, backend = tuple(self._stores), self._backend
+        if backend is not None and through is not None:
+            backend = through(backend)
+        return Observation(stores, backend, scope)
 
     def scoped(self, grants: Scope | Iterable[str]) -> ScopedSessionQuery:
         """The same query seen through a caller's grants (`["cwd:/srv/app", "tree:s1"]`, or

@@ -448,53 +448,16 @@ class HttpMetricsMiddleware:
 # ---------------------------------------------------------------------- GraphQL
 
 
-def graphql_error_code(error: Any) -> str:
-    """The `extensions.code` a GraphQL error will carry, best effort and side-effect free.
-
-    The server's own formatter is authoritative; pass its pure code function to
-    `metrics_extension` when it has one. This default looks at the original
-    exception's `code`, then the error's `extensions`, then classifies errors
-    without a path (document errors) like the server does.
-    """
-    original = getattr(error, "original_error", None)
-    seen = 0
-    while original is not None and seen < 16:
-        code = getattr(original, "code", None)
-        value = getattr(code, "value", code)
-        if isinstance(value, str):
-            return value
-        original = getattr(original, "original_error", None)
-        seen += 1
-    extensions = getattr(error, "extensions", None)
-    if isinstance(extensions, dict) and isinstance(extensions.get("code"), str):
-        return str(extensions["code"])
-    if getattr(error, "original_error", None) is None:
-        message = str(getattr(error, "message", ""))
-        if getattr(error, "path", None) is None:
-            if message.startswith("Syntax Error") or message.startswith("Document contains"):
-                return "GRAPHQL_PARSE_FAILED"
-            if message.startswith("Variable '$"):
-                return "BAD_USER_INPUT"
-        return "GRAPHQL_VALIDATION_FAILED"
-    return "INTERNAL_ERROR"
-
-
-def metrics_extension(
-    metrics: GatewayMetrics,
-    *,
-    error_code: Callable[[Any], str] = graphql_error_code,
-    count_errors: bool = True,
-) -> type[SchemaExtension]:
+def metrics_extension(metrics: GatewayMetrics) -> type[SchemaExtension]:
     """A Strawberry `SchemaExtension` class recording each operation into `metrics`.
 
     Register the returned *class* (`strawberry.Schema(..., extensions=[cls])`) so
     Strawberry makes one instance per operation. It implements `on_operation`
     only: no `resolve` hook, so fields resolve at full speed. An operation cut
-    short (a timeout cancelling it) is still counted and timed.
-
-    `count_errors=False` leaves `graphql_errors_total` to the HTTP layer (which
-    sees the final response, including errors raised outside execution);
-    otherwise each error of the result is counted under `error_code(error)`.
+    short (a timeout cancelling it) is still counted and timed. Errors are not
+    counted here: the operation pipeline counts every error of every response it
+    sends (`graphql_errors_total`), refusals before execution included, with the
+    server's one error classifier.
     """
     from strawberry.extensions import SchemaExtension
 
@@ -504,12 +467,10 @@ def metrics_extension(
             try:
                 yield
             finally:
-                codes = _error_codes(self, error_code) if count_errors else []
                 metrics.record_operation(
                     _safe(lambda: self.execution_context.operation_name),
                     _safe(lambda: self.execution_context.operation_type),
                     time.perf_counter() - start,
-                    codes,
                 )
 
     return GatewayMetricsExtension
@@ -520,23 +481,6 @@ def _safe(get: Callable[[], object]) -> object:
         return get()
     except Exception:  # no document (parse failure), unknown operation name, ...
         return None
-
-
-def _error_codes(extension: Any, error_code: Callable[[Any], str]) -> list[str]:
-    context = extension.execution_context
-    errors: list[Any] = []
-    result = getattr(context, "result", None)
-    if result is not None and getattr(result, "errors", None):
-        errors = list(result.errors)
-    elif getattr(context, "pre_execution_errors", None):
-        errors = list(context.pre_execution_errors)
-    codes: list[str] = []
-    for error in errors:
-        try:
-            codes.append(error_code(error))
-        except Exception:
-            codes.append(OTHER_CODE)
-    return codes
 
 
 # ----------------------------------------------------------------------- backend
@@ -600,7 +544,6 @@ __all__ = [
     "MetricsEndpoint",
     "backend_methods",
     "coroutine_methods",
-    "graphql_error_code",
     "instrument_backend",
     "metrics_extension",
     "unwrap_backend",

@@ -16,20 +16,28 @@ The context only calls the core; the GraphQL types map what it returns.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gateway.core import (
+    EventTrace,
     Observation,
     Scope,
     SessionHeader,
     SessionQuery,
     SessionRecord,
+    SessionTrace,
     SessionView,
 )
+from gateway.core.query import trace_event, trace_session
 
 from .cursors import CursorCodec
 from .principal import Principal
 from .yielding import checkpoint
+
+if TYPE_CHECKING:
+    from .preparation import Prepared
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,19 +67,29 @@ class Context:
     cursors: CursorCodec
     read_window_max: int
     started: float = field(default_factory=time.thread_time)  # for `checkpoint`
+    prepared: Prepared | None = None
+    """The document the pipeline prepared for this operation (Strawberry runs it as is)."""
 
     @classmethod
     def for_request(
-        cls, query: SessionQuery, cursors: CursorCodec, principal: Principal | None = None
+        cls,
+        query: SessionQuery,
+        cursors: CursorCodec,
+        principal: Principal | None = None,
+        *,
+        backend_view: Callable[[object], object] | None = None,
     ) -> Context:
         """The context of one request, within the caller's scope when auth is on: its
-        observation sees the scoped corpus and its cursors are the caller's own."""
+        observation sees the scoped corpus and its cursors are the caller's own.
+        `backend_view` wraps the mounted backend for this app (tracing) without
+        changing the caller's `SessionQuery`."""
         if principal is None:
-            return cls(query, query.observe(), cursors, query.read_window_max)
+            obs = query.observe(through=backend_view)
+            return cls(query, obs, cursors, query.read_window_max)
         scope = Scope.parse(principal.grants)
         return cls(
             query,
-            query.observe(scope),
+            query.observe(scope, through=backend_view),
             cursors.for_audience(principal.name),
             query.read_window_max,
         )
@@ -93,6 +111,22 @@ class Context:
     async def view(self, session_id: str) -> SessionView:
         await checkpoint(self.started)
         return await self.obs.view(session_id)
+
+    async def record(self, session_id: str) -> SessionRecord | None:
+        """A session's corpus record, or None when the corpus (or the scope) lacks it."""
+        return await self.obs.record(session_id)
+
+    def is_persisted(self, session_id: str) -> Awaitable[bool]:
+        return self.obs.is_persisted(session_id)
+
+    async def children(self, session_id: str) -> list[SessionRecord]:
+        return await self.obs.children(session_id)
+
+    async def trace_session(self, session_id: str) -> SessionTrace:
+        return await trace_session(self.obs, session_id)
+
+    async def trace_event(self, session_id: str, seq: int) -> EventTrace:
+        return await trace_event(self.obs, session_id, seq)
 
 
 __all__ = ["Context", "SessionRef"]

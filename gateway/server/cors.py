@@ -69,9 +69,35 @@ def check_origins(origins: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(check_origin(o) for o in origins))
 
 
-def cors_middleware(origins: Iterable[str]) -> list[Middleware]:
-    """The CORS middleware for `origins`, or none when no origin is allowed."""
-    allowed = check_origins(origins)
+def origin_allowed(origin: str | None, host: str | None, allowed: Iterable[str]) -> bool:
+    """Whether a WebSocket handshake's `Origin` may open a socket: absent (not a
+    browser), the request's own origin (its host:port equal to `Host`), or allowed as
+    a CORS origin (`*` allows every one). Browsers do not preflight WebSockets, so
+    this is the check CORS would otherwise make."""
+    if origin is None:
+        return True
+    allowed = tuple(allowed)
+    if "*" in allowed:
+        return True
+    try:
+        normal = check_origin(origin)
+    except ValueError:
+        return False  # "null" (a sandboxed page, a file) or something that is no origin
+    if normal in allowed:
+        return True
+    if host is None:
+        return False
+    scheme = normal.partition("://")[0]
+    try:
+        own = check_origin(f"{scheme}://{host}")
+    except ValueError:
+        return False
+    return normal == own
+
+
+def cors_middleware(allowed: tuple[str, ...]) -> list[Middleware]:
+    """The CORS middleware for `allowed` origins (checked: `GatewayConfig` normalises
+    them once), or none when no origin is allowed."""
     if not allowed:
         return []
     return [
@@ -90,4 +116,11 @@ def cors_middleware(origins: Iterable[str]) -> list[Middleware]:
     ]
 
 
-__all__ = ["ALLOW_HEADERS", "ALLOW_METHODS", "check_origin", "check_origins", "cors_middleware"]
+__all__ = [
+    "ALLOW_HEADERS",
+    "ALLOW_METHODS",
+    "check_origin",
+    "check_origins",
+    "cors_middleware",
+    "origin_allowed",
+]

@@ -47,7 +47,6 @@ from graphql import (
 
 from .types.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
-DEFAULT_MAX_COST = 50_000
 DEFAULT_LIST_BOUND = 100
 
 UNPAGED_LIST_BOUNDS: dict[tuple[str, str], int] = {

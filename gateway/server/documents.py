@@ -21,10 +21,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from .codes import GatewayCode
-from .errors import BAD_REQUEST
+from .errors import BAD_REQUEST, simple_error
+from .operation import Refused
 from .principal import Principal
 
 PREFIX = "sha256:"
@@ -101,61 +101,49 @@ def load_manifest(path: str | Path) -> dict[str, str]:
     return data
 
 
-class DocumentRefused(Exception):
-    """The request's document cannot be run: answered with `status` and `code`."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-def resolve_document(
-    params: Mapping[str, Any],
+def document_text(
+    query: str | None,
+    document_id: str | None,
     manifest: Mapping[str, str] | None,
     principal: Principal | None,
-    *,
-    document_error_status: int,
-) -> Any:
-    """The query text a request runs: its `query`, or the trusted document it names.
+) -> str:
+    """The text an operation runs: its `query`, or the trusted document it names.
 
-    Returns `params["query"]` untouched when no `documentId` was sent (its type is
-    checked by the caller). `document_error_status` is what the view answers a
-    document the request cannot run (400 or 200 by media type, like a parse error).
+    Refused: both or neither sent (400), an ad-hoc `query` from a principal
+    restricted to trusted documents (403 TRUSTED_DOCUMENT_REQUIRED), an unknown
+    id (TRUSTED_DOCUMENT_NOT_FOUND, answered like a parse error).
     """
-    query = params.get("query")
-    doc_id = params.get("documentId")
-    if doc_id is None:
+    if document_id is None:
         if principal is not None and principal.trusted_documents_only:
-            raise DocumentRefused(
-                403,
-                TRUSTED_DOCUMENT_REQUIRED,
-                "this token may run only trusted documents: send `documentId` instead of `query`",
+            message = (
+                "this token may run only trusted documents: send `documentId` instead of `query`"
             )
+            raise Refused(403, [simple_error(TRUSTED_DOCUMENT_REQUIRED, message)])
+        if query is None:
+            message = "the request has no `query` (or `documentId`) parameter"
+            raise Refused(400, [simple_error(BAD_REQUEST, message)])
         return query
     if query is not None:
-        raise DocumentRefused(400, BAD_REQUEST, "send either `query` or `documentId`, not both")
-    if not isinstance(doc_id, str):
-        raise DocumentRefused(400, BAD_REQUEST, "the `documentId` parameter must be a string")
-    document = manifest.get(doc_id) if manifest else None
+        message = "send either `query` or `documentId`, not both"
+        raise Refused(400, [simple_error(BAD_REQUEST, message)])
+    document = manifest.get(document_id) if manifest else None
     if document is None:
         message = (
-            f"no trusted document has the id {_short(doc_id)!r}"
+            f"no trusted document has the id {_short(document_id)!r}"
             if manifest
             else "this gateway has no trusted documents; send `query` instead"
         )
-        raise DocumentRefused(document_error_status, TRUSTED_DOCUMENT_NOT_FOUND, message)
+        error = simple_error(TRUSTED_DOCUMENT_NOT_FOUND, message)
+        raise Refused(400, [error], request_error=True)
     return document
 
 
 __all__ = [
     "TRUSTED_DOCUMENT_NOT_FOUND",
     "TRUSTED_DOCUMENT_REQUIRED",
-    "DocumentRefused",
     "ManifestError",
     "check_manifest",
     "document_id",
+    "document_text",
     "load_manifest",
-    "resolve_document",
 ]

@@ -6,7 +6,8 @@
   and code.
 * Parse, validation and variable-coercion errors (errors about the client's
   document, which have no response path) stay as graphql-core wrote them, with
-  a `GRAPHQL_PARSE_FAILED` / `GRAPHQL_VALIDATION_FAILED` / `BAD_USER_INPUT` code.
+  a `GRAPHQL_PARSE_FAILED` / `GRAPHQL_VALIDATION_FAILED` / `BAD_USER_INPUT` code
+  (`classify` says how each is told apart, without reading messages).
 * Anything else is a bug: the client gets "Internal error (correlation id X)"
   with `extensions.code = "INTERNAL_ERROR"` and `extensions.correlationId = X`,
   and the full traceback is logged server-side with the same id. No stack trace
@@ -19,6 +20,7 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import GraphQLError
@@ -106,15 +108,6 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
-def _document_error_code(error: GraphQLError) -> str:
-    message = error.message
-    if message.startswith("Syntax Error") or message.startswith("Document contains more than"):
-        return PARSE_FAILED
-    if message.startswith("Variable '$"):
-        return BAD_USER_INPUT
-    return VALIDATION_FAILED
-
-
 def _original(error: GraphQLError) -> BaseException | None:
     original = error.original_error
     # graphql-core may wrap a located error around another GraphQLError.
@@ -123,24 +116,28 @@ def _original(error: GraphQLError) -> BaseException | None:
     return original
 
 
-def error_code(error: GraphQLError) -> str:
-    """The `extensions.code` `format_error` gives `error`, without its side effects (no
-    log line, no correlation id): for tracing, which sees errors before they are sent."""
-    original = _original(error)
-    if isinstance(original, SessionQueryError):
-        return original.code.value
-    if isinstance(original, GatewayError):
-        return str(original.code)
-    is_document_error = error.path is None and bool(error.nodes)
-    if original is None or isinstance(original, GraphQLError) or is_document_error:
-        default = _document_error_code(error) if error.path is None else VALIDATION_FAILED
-        code = (error.extensions or {}).get("code", default)
-        return str(code if isinstance(code, str) else default)
-    return str(INTERNAL_ERROR)
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """What one GraphQL error is to the client: its code, message and extensions, or
+    `internal` (a bug: the client gets a masked error, the log the traceback)."""
+
+    code: str
+    message: str
+    extensions: dict[str, Any]
+    internal: BaseException | None = None
 
 
-def format_error(error: GraphQLError) -> dict[str, Any]:
-    """The client-facing JSON of one GraphQL error (see the module docstring)."""
+def classify(error: GraphQLError) -> Classified:
+    """The one classifier of GraphQL errors (responses, metrics and tracing use it).
+
+    No message is parsed: the pipeline tags the errors it makes with their code
+    where it makes them (parse and validation failures, limits: see
+    `gateway.server.preparation`), contract errors carry their code, and what is
+    left is told apart by where graphql-core raised it. An error without a path
+    that graphql-core located in the document (variable coercion) is the client's
+    input; one with a path and no exception behind it is graphql-core's own
+    check of a field's value; anything else with an exception behind it is a bug.
+    """
     original = _original(error)
     if isinstance(original, SessionQueryError):
         extensions: dict[str, Any] = {"code": original.code.value}
@@ -149,17 +146,38 @@ def format_error(error: GraphQLError) -> dict[str, Any]:
             request_id = current_request_id()
             if request_id is not None:
                 extensions["requestId"] = request_id
-        return _with(error, original.message, extensions)
+        return Classified(original.code.value, original.message, extensions)
     if isinstance(original, GatewayError):
-        return _with(error, original.message, {"code": original.code, **original.extensions})
-    is_document_error = error.path is None and bool(error.nodes)
-    if original is None or isinstance(original, GraphQLError) or is_document_error:
-        if error.path is None:
-            extensions = {"code": _document_error_code(error), **(error.extensions or {})}
-            return _with(error, error.message, extensions)
-        return _with(error, error.message, {"code": VALIDATION_FAILED, **(error.extensions or {})})
+        code = str(original.code)
+        return Classified(code, original.message, {"code": code, **original.extensions})
+    tagged = (error.extensions or {}).get("code")
+    located = error.path is None and bool(error.nodes)
+    if isinstance(tagged, str) or original is None or located:
+        default = BAD_USER_INPUT if error.path is None else VALIDATION_FAILED
+        code = tagged if isinstance(tagged, str) else str(default)
+        return Classified(code, error.message, {**(error.extensions or {}), "code": code})
+    return Classified(str(INTERNAL_ERROR), "", {}, internal=original)
+
+
+def error_code(error: GraphQLError) -> str:
+    """The `extensions.code` `format_error` gives `error`, without its side effects (no
+    log line, no correlation id): for tracing, which sees errors before they are sent."""
+    return classify(error).code
+
+
+def format_error(error: GraphQLError) -> dict[str, Any]:
+    """The client-facing JSON of one GraphQL error (see the module docstring)."""
+    found = classify(error)
+    if found.internal is None:
+        out: dict[str, Any] = {"message": found.message}
+        if error.locations:
+            out["locations"] = [loc.formatted for loc in error.locations]
+        if error.path is not None:
+            out["path"] = list(error.path)
+        out["extensions"] = found.extensions
+        return out
     where = f"path {'.'.join(map(str, error.path))}" if error.path else "operation"
-    masked = masked_error(original, where)
+    masked = masked_error(found.internal, where)
     if error.path is not None:
         masked["path"] = list(error.path)
     if error.locations:
@@ -167,11 +185,7 @@ def format_error(error: GraphQLError) -> dict[str, Any]:
     return masked
 
 
-def _with(error: GraphQLError, message: str, extensions: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"message": message}
-    if error.locations:
-        out["locations"] = [loc.formatted for loc in error.locations]
-    if error.path is not None:
-        out["path"] = list(error.path)
-    out["extensions"] = extensions
-    return out
+def tagged(error: GraphQLError, code: str) -> GraphQLError:
+    """`error` carrying `code` as its `extensions.code` (where the pipeline makes it)."""
+    error.extensions = {**(error.extensions or {}), "code": code}
+    return error

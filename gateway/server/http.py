@@ -15,54 +15,50 @@
 * A browser (`Accept: text/html`) asking GET gets the offline GraphiQL page.
 * `documentId` in place of `query` runs a trusted document (see
   `gateway.server.documents`): an unknown id is answered like a parse error.
-* `Accept: text/event-stream` (GET or POST) streams the operation as GraphQL
-  over SSE (`gateway.server.sse`), e.g. a `sessionEvents` subscription.
+* A subscription whose request accepts `text/event-stream`, or a query whose
+  request prefers it, streams as GraphQL over SSE (`gateway.server.sse`).
 
+This module is wire framing only: it reads the request into an
+`OperationRequest` and writes the pipeline's answer back
+(`gateway.server.pipeline` applies every rule, the same for every transport).
 Every error body is `{"errors": [...]}` in the negotiated media type, and no
 response carries a stack trace (see `gateway.server.errors`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-import strawberry
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import Receive, Scope, Send
-from strawberry.exceptions import MissingQueryError
-from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
-from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 
-from gateway.observability.metrics import GatewayMetrics
-
-from .context import Context
-from .documents import DocumentRefused, resolve_document
+from .access import caller_of
 from .errors import (
     BAD_REQUEST,
     METHOD_NOT_ALLOWED,
-    OPERATION_TIMEOUT,
     UNSUPPORTED_MEDIA_TYPE,
-    VALIDATION_FAILED,
-    format_error,
     masked_error,
     simple_error,
 )
 from .jsonwire import TooDeep, encode_text, loads_request
-from .media import APPLICATION_JSON, GRAPHQL_RESPONSE, negotiate, wants_html
-from .principal import principal_of
-from .sse import EventStream, wants_event_stream
+from .media import (
+    APPLICATION_JSON,
+    event_stream_choice,
+    negotiate,
+    request_error_status,
+    wants_html,
+)
+from .operation import MalformedRequest, Refused, Transport, operation_request
+from .pipeline import OperationPipeline
+from .sse import DEFAULT_KEEPALIVE, event_stream
 
-logger = logging.getLogger("gateway.server")
-
-_QUERY_ONLY: tuple[OperationType, ...] = (OperationType.QUERY,)
-# Subscriptions stream: over SSE (below) or graphql-transport-ws, never as one JSON answer.
-_ANY_OPERATION: tuple[OperationType, ...] = (OperationType.QUERY, OperationType.MUTATION)
+_GET_TYPES = frozenset({OperationType.QUERY})
+_POST_TYPES = frozenset({OperationType.QUERY, OperationType.MUTATION})
+_STREAMED = frozenset({OperationType.SUBSCRIPTION})
 
 
 class RequestError(Exception):
@@ -90,58 +86,19 @@ def _json_param(value: str | None, name: str) -> Any:
         raise _bad(f"the `{name}` parameter is not valid JSON") from exc
 
 
-def _check_params(params: Any) -> tuple[str, str | None, dict[str, Any] | None, Any]:
-    if not isinstance(params, dict):
-        raise _bad("the request body must be a JSON object with a `query` string")
-    query = params.get("query")
-    if query is None:
-        raise _bad("the request has no `query` (or `documentId`) parameter")
-    if not isinstance(query, str):
-        raise _bad("the `query` parameter must be a string")
-    operation_name = params.get("operationName")
-    if operation_name is not None and not isinstance(operation_name, str):
-        raise _bad("the `operationName` parameter must be a string or null")
-    variables = params.get("variables")
-    if variables is not None and not isinstance(variables, dict):
-        raise _bad("the `variables` parameter must be a JSON object or null")
-    extensions = params.get("extensions")
-    if extensions is not None and not isinstance(extensions, dict):
-        raise _bad("the `extensions` parameter must be a JSON object or null")
-    return query, operation_name, variables, extensions
-
-
-def _is_request_error(result: ExecutionResult) -> bool:
-    """No `data` at all: the operation never ran (parse, validation, coercion)."""
-    if isinstance(result, PreExecutionError):
-        return True
-    return (
-        result.data is None
-        and bool(result.errors)
-        and all(e.path is None for e in result.errors or ())
-    )
-
-
 class GraphQLHTTP:
     """The `/graphql` ASGI endpoint (see the module docstring)."""
 
     def __init__(
         self,
-        schema: strawberry.Schema,
-        make_context: Callable[[Request], Context],
+        pipeline: OperationPipeline,
         *,
-        operation_timeout: float,
         graphiql_page: Callable[[Request], str] | None,
-        metrics: GatewayMetrics | None = None,
-        documents: Mapping[str, str] | None = None,
-        event_stream: EventStream | None = None,
+        keepalive: float = DEFAULT_KEEPALIVE,
     ) -> None:
-        self.metrics = metrics
-        self.documents = documents
-        self.event_stream = event_stream
-        self.schema = schema
-        self.make_context = make_context
-        self.operation_timeout = operation_timeout
+        self.pipeline = pipeline
         self.graphiql_page = graphiql_page
+        self.keepalive = keepalive
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -152,13 +109,12 @@ class GraphQLHTTP:
         accept = request.headers.get("accept")
         media = negotiate(accept)
         method = request.method
+        streamable, stream_first = event_stream_choice(accept)
         try:
             if method == "GET":
-                if self.graphiql_page is not None and wants_html(accept):
-                    return HTMLResponse(
-                        self.graphiql_page(request), headers={"Cache-Control": "no-store"}
-                    )
                 q = request.query_params
+                if self.graphiql_page is not None and wants_html(accept):
+                    return await self._page(request, "query" in q or "documentId" in q, media)
                 params: Any = {
                     "query": q.get("query"),
                     "documentId": q.get("documentId"),
@@ -166,36 +122,49 @@ class GraphQLHTTP:
                     "variables": _json_param(q.get("variables"), "variables"),
                     "extensions": _json_param(q.get("extensions"), "extensions"),
                 }
-                allowed = _QUERY_ONLY
+                transport, types = Transport.GET, _GET_TYPES
             elif method == "POST":
                 params = await self._read_post(request)
-                allowed = _ANY_OPERATION
+                transport, types = Transport.POST, _POST_TYPES
             else:
                 raise RequestError(
                     405, METHOD_NOT_ALLOWED, f"{method} is not supported: use GET or POST"
                 )
-            if isinstance(params, dict):
-                params["query"] = resolve_document(
-                    params,
-                    self.documents,
-                    principal_of(request),
-                    document_error_status=400 if media == GRAPHQL_RESPONSE else 200,
-                )
-            query, operation_name, variables, extensions = _check_params(params)
-        except (RequestError, DocumentRefused) as exc:
-            return self._error(exc.status, media, simple_error(exc.code, exc.message), method)
-        if self.event_stream is not None and wants_event_stream(accept):
-            return await self.event_stream.respond(
-                request,
-                query,
-                operation_name,
-                variables,
-                extensions,
-                lambda errors: self._respond(400, media, {"errors": errors}),
-            )
-        return await self._execute(
-            request, media, method, query, operation_name, variables, extensions, allowed
-        )
+            if not isinstance(params, dict):
+                raise _bad("the request body must be a JSON object with a `query` string")
+            try:
+                if streamable:
+                    types = types | _STREAMED
+                operation = operation_request(params, transport, caller_of(request.scope), types)
+            except MalformedRequest as exc:
+                raise _bad(str(exc)) from None
+        except RequestError as exc:
+            errors = [simple_error(exc.code, exc.message)]
+            self.pipeline.count(errors)
+            return self._respond(exc.status, media, {"errors": errors}, method)
+        try:
+            admitted = await self.pipeline.admit(operation)
+        except Refused as refused:
+            status = request_error_status(accept) if refused.request_error else refused.status
+            return self._respond(status, media, {"errors": refused.errors}, method, refused.headers)
+        if admitted.is_subscription or stream_first:
+            return event_stream(self.pipeline.stream(admitted), self.keepalive)
+        answer = await self.pipeline.execute(admitted)
+        status = request_error_status(accept) if answer.request_error else answer.status
+        return self._respond(status, media, answer.payload, method)
+
+    async def _page(self, request: Request, names_operation: bool, media: str) -> Response:
+        """The GraphiQL page (no data in it, so no token needed), unless the URL names an
+        operation: then the caller must authenticate first, as for running it."""
+        if names_operation:
+            try:
+                await self.pipeline.access.authenticate(caller_of(request.scope))
+            except Refused as refused:
+                self.pipeline.count(refused.errors)
+                body = {"errors": refused.errors}
+                return self._respond(refused.status, media, body, "GET", refused.headers)
+        assert self.graphiql_page is not None
+        return HTMLResponse(self.graphiql_page(request), headers={"Cache-Control": "no-store"})
 
     async def _read_post(self, request: Request) -> Any:
         content_type = request.headers.get("content-type", "")
@@ -223,92 +192,25 @@ class GraphQLHTTP:
         except (UnicodeDecodeError, ValueError) as exc:
             raise _bad("the request body is not valid JSON") from exc
 
-    async def _execute(
+    def _respond(
         self,
-        request: Request,
+        status: int,
         media: str,
+        payload: dict[str, Any],
         method: str,
-        query: str,
-        operation_name: str | None,
-        variables: dict[str, Any] | None,
-        extensions: Any,
-        allowed: tuple[OperationType, ...],
+        headers: dict[str, str] | None = None,
     ) -> Response:
-        context = None
-        try:
-            context = self.make_context(request)
-            result = await asyncio.wait_for(
-                self.schema.execute(
-                    query,
-                    variable_values=variables,
-                    context_value=context,
-                    operation_name=operation_name,
-                    allowed_operation_types=allowed,
-                    operation_extensions=extensions,
-                ),
-                timeout=self.operation_timeout,
-            )
-        except InvalidOperationTypeError as exc:
-            kind = exc.operation_type.value
-            message = f"{kind} operations are not allowed over {method}"
-            if exc.operation_type is OperationType.SUBSCRIPTION:
-                message += (
-                    ": subscribe over graphql-transport-ws (WebSocket) or with "
-                    "Accept: text/event-stream (SSE)"
-                )
-            return self._error(405, media, simple_error(METHOD_NOT_ALLOWED, message), method)
-        except MissingQueryError:
-            return self._error(400, media, simple_error(BAD_REQUEST, "the query is empty"), method)
-        except CannotGetOperationTypeError as exc:
-            message = (
-                f"the document has no operation named {exc.operation_name!r}"
-                if exc.operation_name
-                else "the document has several operations: choose one with `operationName`"
-            )
-            status = 400 if media == GRAPHQL_RESPONSE else 200
-            return self._error(status, media, simple_error(VALIDATION_FAILED, message), method)
-        except TimeoutError:
-            return self._error(
-                504,
-                media,
-                simple_error(
-                    OPERATION_TIMEOUT,
-                    f"the operation did not finish within {self.operation_timeout:g} s",
-                ),
-                method,
-            )
-        except Exception as exc:  # a bug: never a traceback to the client
-            return self._error(500, media, masked_error(exc, "executing an operation"), method)
-        finally:
-            if context is not None:
-                context.close()  # a timed-out operation leaves no backend work running
-        payload: dict[str, Any] = {}
-        request_error = _is_request_error(result)
-        if not request_error:
-            payload["data"] = result.data
-        if result.errors:
-            payload["errors"] = [format_error(e) for e in result.errors]
-        status = 400 if request_error and media == GRAPHQL_RESPONSE else 200
-        return self._respond(status, media, payload)
-
-    def _error(self, status: int, media: str, error: dict[str, Any], method: str) -> Response:
-        response = self._respond(status, media, {"errors": [error]})
-        if status == 405:
-            response.headers["Allow"] = "POST" if method == "GET" else "GET, POST"
-        return response
-
-    def _respond(self, status: int, media: str, payload: dict[str, Any]) -> Response:
-        if self.metrics is not None:
-            for error in payload.get("errors") or ():
-                self.metrics.count_error(error.get("extensions", {}).get("code"))
         try:
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             status = 500
             body = json.dumps({"errors": [masked_error(exc, "serializing a response")]})
-        return Response(
+        response = Response(
             encode_text(body),
             status_code=status,
             media_type=f"{media}; charset=utf-8",
-            headers={"Cache-Control": "no-store"},
+            headers={"Cache-Control": "no-store", **(headers or {})},
         )
+        if status == 405:
+            response.headers["Allow"] = "POST" if method == "GET" else "GET, POST"
+        return response

@@ -1,6 +1,6 @@
 """Request limits: document shape and cost, request body size, operation time.
 
-Defaults (all settable through `create_app`):
+Defaults (all settable through `GatewayConfig.limits`, `gateway.server.config`):
 
 | limit | default | when exceeded |
 |---|---|---|
@@ -14,11 +14,14 @@ Defaults (all settable through `create_app`):
 | request body | 1 MiB | HTTP 413 (PAYLOAD_TOO_LARGE) |
 | operation time | 30 s | HTTP 504 (OPERATION_TIMEOUT); the operation stops working |
 
-The shape and cost checks (`gateway.server.document_limits`) run on the parsed
-document before graphql-core validates it, in time linear in the document,
-so that neither fragment fan-out nor the quadratic overlapping-fields rule can
-hold the event loop. Introspection fields do not count towards depth, so
-GraphiQL's schema query is never refused; they count towards fields and cost.
+The document checks run in the operation pipeline, the same for every
+transport (`gateway.server.preparation`): the shape and cost checks
+(`gateway.server.document_limits`) run on the parsed document before
+graphql-core validates it, in time linear in the document, so that neither
+fragment fan-out nor the quadratic overlapping-fields rule can hold the event
+loop, and large documents are prepared off the loop. Introspection fields do
+not count towards depth, so GraphiQL's schema query is never refused; they
+count towards fields and cost.
 The lineage tree (`descendants { descendants { ... } }`) is recursive: a tree
 deeper than the depth limit allows is read through
 `lineage { graph { nodes edges } }`, which is flat.
@@ -26,196 +29,70 @@ deeper than the depth limit allows is read through
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator
 
-from graphql import DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode, parse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.extensions import SchemaExtension
-from strawberry.schema.schema import validate_document
-from strawberry.types.execution import ExecutionContext
 
-from .cost import DEFAULT_MAX_COST, CostModel
-from .document_limits import DocumentLimits, Refusal, check_document, lexical_refusal
-from .errors import PAYLOAD_TOO_LARGE, VALIDATION_FAILED, send_error, simple_error
-
-T = TypeVar("T")
-
-DEFAULT_MAX_DEPTH = 15
-DEFAULT_MAX_ALIASES = 30
-DEFAULT_MAX_TOKENS = 5_000
-DEFAULT_MAX_BODY_BYTES = 1 << 20
-DEFAULT_OPERATION_TIMEOUT = 30.0
-DEFAULT_MAX_FIELDS = 2_000
-DEFAULT_MAX_SELECTIONS = 1_000
-DEFAULT_MAX_SAME_NAME = 20
+from .config import (
+    DEFAULT_MAX_ALIASES,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_FIELDS,
+    DEFAULT_MAX_SAME_NAME,
+    DEFAULT_MAX_SELECTIONS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_OPERATION_TIMEOUT,
+    Limits,
+)
+from .errors import PAYLOAD_TOO_LARGE, send_error, simple_error
+from .preparation import DocumentPreparer, Prepared
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_depth: int = DEFAULT_MAX_DEPTH
-    max_aliases: int = DEFAULT_MAX_ALIASES
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
-    max_cost: int = DEFAULT_MAX_COST
-    max_fields: int = DEFAULT_MAX_FIELDS
-    max_selections: int = DEFAULT_MAX_SELECTIONS
-    max_same_name: int = DEFAULT_MAX_SAME_NAME
+def prepared_documents(preparer: DocumentPreparer) -> type[SchemaExtension]:
+    """The extension class (instantiated per operation by Strawberry) that hands
+    Strawberry the document the pipeline prepared, so nothing is parsed or validated
+    twice. An operation the pipeline did not prepare (the schema executed directly,
+    as a test or an embedding host may) goes through the same checks here."""
 
-    def __post_init__(self) -> None:
-        for name in (
-            "max_depth",
-            "max_aliases",
-            "max_tokens",
-            "max_body_bytes",
-            "max_cost",
-            "max_fields",
-            "max_selections",
-            "max_same_name",
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.operation_timeout, (int, float)) or self.operation_timeout <= 0:
-            raise ValueError(f"operation_timeout must be positive, got {self.operation_timeout!r}")
-
-
-DOCUMENT_CACHE_SIZE = 256
-OFF_LOOP_FROM = 2_000
-"""Documents of this many characters or more are parsed and validated in a worker thread."""
-
-
-def limit_extensions(limits: Limits) -> list[type[SchemaExtension]]:
-    """The extension class (instantiated per request by strawberry) enforcing `limits`.
-
-    It also remembers, per app, the parsed and validated form of the last
-    DOCUMENT_CACHE_SIZE query texts: validation is most of the cost of a small
-    query, and its outcome depends only on the text (the schema and the rules are
-    fixed for the app). Only documents are remembered, never data.
-    """
-    documents: OrderedDict[str, tuple[DocumentNode, list[GraphQLError]]] = OrderedDict()
-    shape = DocumentLimits(
-        max_depth=limits.max_depth,
-        max_aliases=limits.max_aliases,
-        max_fields=limits.max_fields,
-        max_selections=limits.max_selections,
-        max_same_name=limits.max_same_name,
-        max_cost=limits.max_cost,
-    )
-    models: list[CostModel] = []  # the schema's list bounds, read once per app
-    off_loop = _OffLoop()
-
-    def model(schema: GraphQLSchema) -> CostModel:
-        if not models:
-            models.append(CostModel(schema))
-        return models[0]
-
-    def parse_document(query: str) -> DocumentNode | None:
-        try:
-            return parse(query, max_tokens=limits.max_tokens)
-        except RecursionError:
-            raise GraphQLError(
-                "Syntax Error: the document nests selections too deeply to parse"
-            ) from None
-        except GraphQLError:
-            return None  # strawberry parses again and reports it as a parse error
-
-    def check(
-        ctx: ExecutionContext, document: DocumentNode, cached: list[GraphQLError] | None
-    ) -> tuple[list[GraphQLError], bool]:
-        """The document's errors, and whether they are graphql-core's (to remember)."""
-        schema = ctx.schema._schema
-        named: str | None = ctx._provided_operation_name  # what the request said
-        refusal = _several_operations(document, named) or check_document(
-            schema, document, shape, model(schema), ctx.variables, named
-        )
-        if refusal is not None:  # graphql-core's rules never see the document
-            return [GraphQLError(refusal.message, extensions={"code": refusal.code})], False
-        if cached is not None:
-            return list(cached), False
-        return validate_document(schema, document, ctx.validation_rules), True
-
-    class RequestLimits(SchemaExtension):
+    class PreparedDocuments(SchemaExtension):
         def on_operation(self) -> Iterator[None]:
-            ctx = self.execution_context
-            ctx.parse_options["max_tokens"] = limits.max_tokens
+            self.execution_context.parse_options["max_tokens"] = preparer.limits.max_tokens
             yield
 
         async def on_parse(self) -> AsyncIterator[None]:
             ctx = self.execution_context
-            known = documents.get(ctx.query) if ctx.query is not None else None
-            if known is not None:
-                documents.move_to_end(ctx.query)  # type: ignore[arg-type]
-                ctx.graphql_document = known[0]
+            prepared = getattr(ctx.context, "prepared", None)
+            if isinstance(prepared, Prepared) and prepared.text == ctx.query:
+                ctx.graphql_document = prepared.document
+                ctx.pre_execution_errors = []  # validated by the pipeline
             elif ctx.query:
-                early = lexical_refusal(ctx.query, limits.max_tokens, limits.max_selections)
-                if early is not None:  # refused before graphql-core's slow parser runs
-                    raise GraphQLError(early.message, extensions={"code": early.code})
-                ctx.graphql_document = await off_loop(len(ctx.query), parse_document, ctx.query)
+                named: str | None = ctx._provided_operation_name
+                document, errors = await preparer.check(
+                    ctx.schema._schema, ctx.query, named, ctx.variables
+                )
+                if document is None:
+                    raise errors[0]
+                ctx.graphql_document = document
+                ctx.pre_execution_errors = errors  # strawberry does not validate again
             yield
 
-        async def on_validate(self) -> AsyncIterator[None]:
-            ctx = self.execution_context
-            query = ctx.query
-            document = ctx.graphql_document
-            if document is None:
-                yield
-                return
-            known = documents.get(query) if query is not None else None
-            cached = known[1] if known is not None and known[0] is document else None
-            size = len(query or "")
-            errors, fresh = await off_loop(size, check, ctx, document, cached)
-            ctx.pre_execution_errors = errors  # strawberry does not validate again
-            yield
-            if fresh and known is None and query is not None:
-                documents[query] = (document, list(errors))
-                if len(documents) > DOCUMENT_CACHE_SIZE:
-                    documents.popitem(last=False)
-
-    return [RequestLimits]
+    return PreparedDocuments
 
 
-class _OffLoop:
-    """Runs `fn(*args)` in this app's one worker thread for documents of `OFF_LOOP_FROM`
-    characters or more, inline for smaller ones.
-
-    graphql-core parses and validates in pure Python (a 5,000-token document
-    takes about 0.1 s to parse). In a thread, the interpreter hands the event
-    loop the GIL every few milliseconds, so other requests keep being served;
-    one thread, not a pool, so that a flood of large documents queues behind
-    itself instead of crowding the loop out of the GIL.
-    """
-
-    def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
-
-    async def __call__(self, size: int, fn: Callable[..., T], *args: Any) -> T:
-        if size < OFF_LOOP_FROM:
-            return fn(*args)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="gateway-documents")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(fn, *args))
-
-
-def _several_operations(document: DocumentNode, operation_name: str | None) -> Refusal | None:
-    """A refusal when the document has several operations and the request names none
-    (the GraphQL spec's GetOperation: graphql-core would otherwise run the first)."""
-    if operation_name is not None:
-        return None
-    operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
-    if operations < 2:
-        return None
-    return Refusal(
-        VALIDATION_FAILED,
-        f"the document has {operations} operations: choose one with `operationName`",
-    )
+__all__ = [
+    "DEFAULT_MAX_ALIASES",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_FIELDS",
+    "DEFAULT_MAX_SAME_NAME",
+    "DEFAULT_MAX_SELECTIONS",
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_OPERATION_TIMEOUT",
+    "BodySizeLimit",
+    "Limits",
+    "prepared_documents",
+]
 
 
 class BodyTooLarge(Exception):

@@ -50,3 +50,41 @@ def wants_html(accept: str | None) -> bool:
     return bool(accept) and any(
         media == "text/html" and q > 0 for media, q in _media_ranges(accept or "")
     )
+
+
+EVENT_STREAM = "text/event-stream"
+
+
+def event_stream_choice(accept: str | None) -> tuple[bool, bool]:
+    """Whether `Accept` lists text/event-stream (at a q above 0), and whether it is the
+    client's first choice (the highest q, the earliest of equal q's).
+
+    A subscription streams whenever the stream is acceptable; a query streams only
+    when it is the first choice: urql's default `Accept` lists the JSON types
+    first and `text/event-stream` after them, and wants JSON for a query.
+    """
+    best: tuple[float, int] | None = None
+    stream: tuple[float, int] | None = None
+    for index, (media, q) in enumerate(_media_ranges(accept or "")):
+        if q <= 0:
+            continue
+        rank = (q, -index)
+        if best is None or rank > best:
+            best = rank
+        if media == EVENT_STREAM and (stream is None or rank > stream):
+            stream = rank
+    return stream is not None, stream is not None and stream == best
+
+
+def request_error_status(accept: str | None) -> int:
+    """The status of a request error (a document that does not parse or validate): 400
+    with application/graphql-response+json, 200 with plain application/json (the
+    GraphQL-over-HTTP spec's rule for legacy clients), and 400 for a client that
+    accepts no JSON at all (an SSE client: the graphql-sse protocol says 400)."""
+    if negotiate(accept) == GRAPHQL_RESPONSE:
+        return 400
+    if not accept or not accept.strip():
+        return 200
+    json_types = (APPLICATION_JSON, "application/*", "*/*")
+    accepted = any(media in json_types and q > 0 for media, q in _media_ranges(accept))
+    return 200 if accepted else 400

@@ -1,9 +1,9 @@
 """The GraphQL schema of SPEC §7: the `Query` root and `build_schema`.
 
 Every root field maps one core operation over the request's observation
-(`gateway.server.context.Context.obs`); the limits of `gateway.server.limits`
-are installed as per-request extensions (classes/factories, never shared
-instances).
+(`gateway.server.context.Context`); the document checks of
+`gateway.server.preparation` are installed as a per-operation extension
+(a class, never a shared instance).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import strawberry
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.config import StrawberryConfig
 
-from gateway.core.query import trace_event, trace_session
 from gateway.observability.metrics import GatewayMetrics, metrics_extension
 
+from .config import Limits
 from .context import Context
-from .limits import Limits, limit_extensions
+from .limits import prepared_documents
+from .preparation import DocumentPreparer
 from .types.events import Event, EventConnection, EventTrace, ReadWindow
 from .types.lineage import SessionTrace
 from .types.scalars import SCALAR_MAP, EventSurface, resolver
@@ -87,15 +88,21 @@ class Query:
 
     @resolver("A session's lineage: ancestors, descendants, root, graph.")
     async def trace_session(self, info: Info, session_id: strawberry.ID) -> SessionTrace:
-        return SessionTrace.of(await trace_session(info.context.obs, session_id))
+        return SessionTrace.of(await info.context.trace_session(session_id))
 
     @resolver("How an event replaces and cites others, and is replaced/cited.")
     async def trace_event(self, info: Info, session_id: strawberry.ID, seq: int) -> EventTrace:
-        return EventTrace.of(await trace_event(info.context.obs, session_id, seq))
+        return EventTrace.of(await info.context.trace_event(session_id, seq))
 
 
-class _QuietSchema(strawberry.Schema):
-    """Errors are logged (once, with a correlation id) by the HTTP layer's formatter."""
+class GatewaySchema(strawberry.Schema):
+    """The schema, with the document preparer its operations go through
+    (`gateway.server.preparation`; the pipeline prepares, Strawberry runs).
+
+    Errors are logged (once, with a correlation id) by the pipeline's formatter,
+    not by Strawberry."""
+
+    preparer: DocumentPreparer
 
     def process_errors(self, errors: list[object], execution_context: object = None) -> None:  # type: ignore[override]
         return None
@@ -105,24 +112,26 @@ def build_schema(
     limits: Limits | None = None,
     metrics: GatewayMetrics | None = None,
     tracing: type[SchemaExtension] | None = None,
-) -> strawberry.Schema:
+) -> GatewaySchema:
     """The schema with `limits` installed (defaults when None), and `metrics` recording
-    each operation (outermost, so it times the limits' hooks too); `tracing` (from
+    each operation (outermost, so it times the other hooks too); `tracing` (from
     `gateway.observability.tracing.operation_tracing`) outside them all."""
-    extensions: list[type[SchemaExtension]] = limit_extensions(limits or Limits())
+    preparer = DocumentPreparer(limits or Limits())
+    extensions: list[type[SchemaExtension]] = [prepared_documents(preparer)]
     if metrics is not None:
-        # Errors are counted by the HTTP layer, on the response it actually sends.
-        extensions.insert(0, metrics_extension(metrics, count_errors=False))
+        extensions.insert(0, metrics_extension(metrics))
     if tracing is not None:
         extensions.insert(0, tracing)
     from .subscriptions import Subscription  # imports the event types, like Query
 
-    return _QuietSchema(
+    schema = GatewaySchema(
         query=Query,
         subscription=Subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
         extensions=extensions,
     )
+    schema.preparer = preparer
+    return schema
 
 
 def schema_sdl() -> str:

@@ -14,38 +14,33 @@ of the corpus (and whatever request scope `make_context` builds). The
 observation the replay reads persisted pages through stays open until the
 stream ends.
 
-`run_stream` executes one operation for a streaming transport (WebSocket or
-SSE) and yields protocol-neutral frames: `("next", payload)` per result and
-`("error", errors)` when the operation never ran (parse, validation). Both
-transports (`gateway.server.websocket`, `gateway.server.sse`) share it, and
-the subscription metrics are kept here.
+Subscriptions are run, for every transport, by the operation pipeline
+(`gateway.server.pipeline.OperationPipeline.stream`), which also keeps the
+subscription metrics.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import strawberry
-from strawberry.types.execution import PreExecutionError
-from strawberry.types.graphql import OperationType
 
 from gateway.core.tail import DEFAULT_TAIL_BUFFER, TailLagged, tail_session
 from gateway.observability.metrics import GatewayMetrics
 
 from .codes import GatewayCode
 from .context import Context
-from .errors import GatewayError, format_error
+from .errors import GatewayError
 from .types.events import Event
 
 Info = strawberry.Info[Context, Any]
 
 SUBSCRIPTION_LAGGED = GatewayCode.SUBSCRIPTION_LAGGED
 TOO_MANY_SUBSCRIPTIONS = GatewayCode.TOO_MANY_SUBSCRIPTIONS
-STREAM_OPERATIONS = (OperationType.QUERY, OperationType.SUBSCRIPTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,68 +119,9 @@ class Subscription:
             replay_obs.close()
 
 
-def _pre_execution(result: Any) -> bool:
-    """No `data` at all and no error with a path: the operation never ran."""
-    if isinstance(result, PreExecutionError):
-        return True
-    errors = result.errors or ()
-    return result.data is None and bool(errors) and all(e.path is None for e in errors)
-
-
-async def run_stream(
-    schema: strawberry.Schema,
-    context: Context,
-    root: StreamRoot,
-    query: str,
-    variables: dict[str, Any] | None,
-    operation_name: str | None,
-    extensions: dict[str, Any] | None = None,
-) -> AsyncIterator[tuple[str, Any]]:
-    """Execute one streamed operation: `("next", {data, errors?})` per result, or a single
-    `("error", [errors])` when it never ran. The caller ends the stream (`complete`).
-    Counts the active subscription and the events sent; closes the context at the end."""
-    metrics = root.metrics
-    if metrics is not None:
-        metrics.subscriptions_active.inc()
-    try:
-        stream = await schema.stream(
-            query,
-            variable_values=variables,
-            context_value=context,
-            root_value=root,
-            operation_name=operation_name,
-            operation_extensions=extensions,
-            allowed_operation_types=STREAM_OPERATIONS,
-        )
-        async with contextlib.aclosing(stream):
-            first = True
-            result: Any
-            async for result in stream:
-                errors = [format_error(e) for e in result.errors or ()]
-                if metrics is not None:
-                    for error in errors:
-                        metrics.count_error(error.get("extensions", {}).get("code"))
-                if first and _pre_execution(result):
-                    yield "error", errors
-                    return
-                first = False
-                payload: dict[str, Any] = {"data": result.data}
-                if errors:
-                    payload["errors"] = errors
-                if metrics is not None and result.data is not None:
-                    metrics.subscription_events.inc()
-                yield "next", payload
-    finally:
-        context.close()
-        if metrics is not None:
-            metrics.subscriptions_active.dec()
-
-
 __all__ = [
-    "STREAM_OPERATIONS",
     "SUBSCRIPTION_LAGGED",
     "TOO_MANY_SUBSCRIPTIONS",
     "StreamRoot",
     "Subscription",
-    "run_stream",
 ]

@@ -1,28 +1,29 @@
-"""`graphql-transport-ws` on `/graphql` (the protocol of the `graphql-ws` npm library).
+"""`graphql-transport-ws` on `/graphql` (the protocol of the `graphql-ws` npm library): framing.
 
 Written here rather than taken from Strawberry: Strawberry's handler lives
-inside its own views (`strawberry.asgi.GraphQL`), builds contexts with its own
-`get_context`, and has no per-connection subscription limit, no origin check
-and no auth seam on `connection_init`; our HTTP side is our own view
-(`gateway.server.http`), and the protocol is small. Execution itself is
-Strawberry's (`schema.stream`, through `gateway.server.subscriptions.run_stream`).
+inside its own views (`strawberry.asgi.GraphQL`) and runs operations its own
+way, while every operation here must go through the gateway's one pipeline
+(`gateway.server.pipeline`), which applies the rules — credentials afresh for
+each operation, rate limits, trusted documents, document limits — the same
+for every transport. What is left here is the protocol:
 
-Rules (close codes from the protocol):
-
-* the client must offer the `graphql-transport-ws` subprotocol (the legacy
-  `graphql-ws` protocol is refused at the handshake, HTTP 403);
-* the `Origin` header, when present, must be the request's own origin (host:port
-  equal to `Host`) or one of `app.state.cors_origins`; else the handshake is
-  refused (HTTP 403);
+* the client must offer the `graphql-transport-ws` subprotocol (else 4406);
+* the `Origin` header, when present, must be the request's own origin or an
+  allowed CORS origin (`gateway.server.cors.origin_allowed`), else 4403;
 * `connection_init` within `init_timeout` (default 10 s), else 4408; a second
-  one is 4429; with auth on (`app.state.authenticate`), the `authorization`
-  field of its payload, else the request's `Authorization` header, must
-  authenticate, else 4403 "Forbidden"; the principal is attached to the
-  connection's scope, and every operation's context is made from it by the
-  app's `make_context`;
-* `subscribe` before `connection_ack` is 4401; an id already running is 4409;
-  a malformed message is 4400; at most `max_subscriptions` operations run at
-  once per connection (the next gets an `error` message, TOO_MANY_SUBSCRIPTIONS);
+  one is 4429. With auth on, the `authorization` field of its payload, else
+  the handshake's `Authorization` header, are the connection's credentials:
+  they must authenticate (else 4403 "Forbidden"; past the address's
+  failed-auth limit 4429; a token store that fails 1011), and are checked
+  again for every `subscribe` and, while a subscription runs, every
+  `reauth_interval` seconds (a revoked token's operations get an `error`
+  UNAUTHENTICATED);
+* `subscribe` carries `query` or `documentId`, as a POST body does; before
+  `connection_ack` it is 4401; an id already running is 4409; a malformed
+  message is 4400; at most `max_subscriptions` operations run at once per
+  connection (the next gets an `error`, TOO_MANY_SUBSCRIPTIONS); an operation
+  the pipeline refuses gets an `error` message with the refusal's errors, and
+  the socket stays open;
 * `ping` gets `pong`; `complete` from the client stops that operation.
 """
 
@@ -32,28 +33,86 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
-from typing import Any, cast
-from urllib.parse import urlsplit
+from typing import Any, Literal, NotRequired, TypedDict
 
-import strawberry
-from starlette.requests import HTTPConnection
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from gateway.core.tail import DEFAULT_TAIL_BUFFER
-from gateway.observability.metrics import GatewayMetrics
-
-from .context import Context
+from .access import caller_of
+from .cors import origin_allowed
 from .errors import masked_error, simple_error
-from .principal import Unauthenticated, attach_principal
-from .subscriptions import TOO_MANY_SUBSCRIPTIONS, StreamRoot, run_stream
+from .operation import (
+    Caller,
+    ErrorJSON,
+    MalformedRequest,
+    OperationRequest,
+    Refused,
+    Transport,
+    operation_request,
+)
+from .pipeline import OperationPipeline
+from .subscriptions import TOO_MANY_SUBSCRIPTIONS
 
 logger = logging.getLogger("gateway.server")
 
 PROTOCOL = "graphql-transport-ws"
-DEFAULT_INIT_TIMEOUT = 10.0
-DEFAULT_MAX_SUBSCRIPTIONS = 10
+
+
+# -- the protocol's messages (server to client) -------------------------------------------
+
+
+class ConnectionAck(TypedDict):
+    type: Literal["connection_ack"]
+
+
+class Pong(TypedDict):
+    type: Literal["pong"]
+
+
+class Next(TypedDict):
+    type: Literal["next"]
+    id: str
+    payload: dict[str, Any]
+
+
+class Error(TypedDict):
+    type: Literal["error"]
+    id: str
+    payload: list[ErrorJSON]
+
+
+class Complete(TypedDict):
+    type: Literal["complete"]
+    id: str
+
+
+ServerMessage = ConnectionAck | Pong | Next | Error | Complete
+
+
+# -- ... and client to server ---------------------------------------------------------------
+
+
+class ConnectionInit(TypedDict):
+    type: Literal["connection_init"]
+    payload: NotRequired[dict[str, Any] | None]
+
+
+class Subscribe(TypedDict):
+    type: Literal["subscribe"]
+    id: str
+    payload: dict[str, Any]
+
+
+class CompleteFromClient(TypedDict):
+    type: Literal["complete"]
+    id: str
+
+
+class Ping(TypedDict):
+    type: Literal["ping"]
+
+
+ClientMessage = ConnectionInit | Subscribe | CompleteFromClient | Ping | Pong
 
 
 class _Close(Exception):
@@ -67,72 +126,76 @@ class _Gone(Exception):
     """The connection can no longer be written to."""
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
-    """Same origin (Origin absent, or its host:port equal to Host), or a listed origin."""
-    if origin is None:
-        return True
-    if origin.rstrip("/") in {a.rstrip("/") for a in allowed}:
-        return True
-    parts = urlsplit(origin)
-    if not parts.hostname or host is None:
-        return False
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    port = parts.port or default
-    h = urlsplit(f"//{host}")
-    host_port = h.port or default
-    return (parts.hostname.lower(), port) == ((h.hostname or "").lower(), host_port)
+def _invalid(why: str) -> _Close:
+    return _Close(4400, f"Invalid message received: {why}")
+
+
+def read_message(text: str) -> ClientMessage:
+    """The client message in `text`, checked against the protocol's shapes (else 4400)."""
+    try:
+        message = json.loads(text)
+    except ValueError:
+        raise _invalid("not JSON") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise _invalid("no type")
+    kind = message["type"]
+    if kind == "connection_init":
+        payload = message.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            raise _invalid("connection_init payload")
+        return ConnectionInit(type="connection_init", payload=payload)
+    if kind == "subscribe":
+        op_id, payload = message.get("id"), message.get("payload")
+        if not isinstance(op_id, str) or not op_id or not isinstance(payload, dict):
+            raise _invalid("subscribe needs an id and a payload")
+        return Subscribe(type="subscribe", id=op_id, payload=payload)
+    if kind == "complete":
+        op_id = message.get("id")
+        if not isinstance(op_id, str):
+            raise _invalid("complete without an id")
+        return CompleteFromClient(type="complete", id=op_id)
+    if kind == "ping":
+        return Ping(type="ping")
+    if kind == "pong":
+        return Pong(type="pong")
+    raise _invalid(f"unknown type {kind!r}")
 
 
 class GraphQLWebSocket:
     """The `/graphql` WebSocket endpoint (see the module docstring)."""
 
-    def __init__(
-        self,
-        schema: strawberry.Schema,
-        make_context: Callable[[HTTPConnection], Context],
-        *,
-        metrics: GatewayMetrics | None = None,
-        buffer_size: int = DEFAULT_TAIL_BUFFER,
-        init_timeout: float = DEFAULT_INIT_TIMEOUT,
-        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
-    ) -> None:
-        self.schema = schema
-        self.make_context = make_context
-        self.metrics = metrics
-        self.buffer_size = buffer_size
-        self.init_timeout = init_timeout
-        self.max_subscriptions = max_subscriptions
+    def __init__(self, pipeline: OperationPipeline) -> None:
+        self.pipeline = pipeline
+        config = pipeline.config
+        self.init_timeout = config.connection_init_timeout
+        self.max_subscriptions = config.max_subscriptions_per_connection
+        self.origins = config.cors_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         websocket = WebSocket(scope, receive, send)
-        offered = scope.get("subprotocols") or ()
-        state = getattr(websocket.app, "state", None)
-        allowed = tuple(getattr(state, "cors_origins", ()) or ())
-        if PROTOCOL not in offered:
+        if PROTOCOL not in (scope.get("subprotocols") or ()):
             await websocket.close(code=4406, reason="Subprotocol not acceptable")
             return
         headers = websocket.headers
-        if not origin_allowed(headers.get("origin"), headers.get("host"), allowed):
+        if not origin_allowed(headers.get("origin"), headers.get("host"), self.origins):
             await websocket.close(code=4403, reason="Origin not allowed")
             return
         await websocket.accept(subprotocol=PROTOCOL)
-        connection = _Connection(self, websocket, getattr(state, "authenticate", None))
-        await connection.run()
+        await _Connection(self, websocket).run()
 
 
 class _Connection:
-    """One accepted WebSocket: its handshake state and running operations."""
+    """One accepted WebSocket: its handshake state, credentials and running operations."""
 
-    def __init__(self, endpoint: GraphQLWebSocket, websocket: WebSocket, authenticate: Any) -> None:
+    def __init__(self, endpoint: GraphQLWebSocket, websocket: WebSocket) -> None:
         self.endpoint = endpoint
+        self.pipeline = endpoint.pipeline
         self.websocket = websocket
-        self.authenticate = authenticate
-        self.acknowledged = False
-        self.init_received = False
+        self.caller: Caller | None = None  # set by connection_init
         self.operations: dict[str, asyncio.Task[None]] = {}
         self.send_lock = asyncio.Lock()
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: ServerMessage) -> None:
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         async with self.send_lock:
             try:
@@ -147,7 +210,7 @@ class _Connection:
             while True:
                 try:
                     text = await self.receive(deadline - loop.time())
-                    await self.handle(text)
+                    await self.handle(read_message(text))
                 except _Close as close:
                     await self.close(close.code, close.reason)
                     return
@@ -164,7 +227,7 @@ class _Connection:
 
     async def receive(self, until_init: float) -> str:
         """The next text message; before `connection_init`, only until its deadline."""
-        if self.init_received:
+        if self.caller is not None:
             message = await self.websocket.receive()
         else:
             try:
@@ -175,7 +238,7 @@ class _Connection:
             raise WebSocketDisconnect(message.get("code", 1000))
         text = message.get("text")
         if not isinstance(text, str):
-            raise _Close(4400, "Invalid message received: not a text frame")
+            raise _invalid("not a text frame")
         return text
 
     async def close(self, code: int, reason: str) -> None:
@@ -184,72 +247,47 @@ class _Connection:
                 async with self.send_lock:
                     await self.websocket.close(code=code, reason=reason)
 
-    async def handle(self, text: str) -> None:
-        try:
-            message = json.loads(text)
-        except ValueError:
-            raise _Close(4400, "Invalid message received: not JSON") from None
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            raise _Close(4400, "Invalid message received: no type")
-        kind = message["type"]
-        if kind == "connection_init":
-            await self.on_init(message.get("payload"))
-        elif kind == "ping":
-            await self.send({"type": "pong"})
-        elif kind == "pong":
-            return
-        elif kind == "subscribe":
+    async def handle(self, message: ClientMessage) -> None:
+        if message["type"] == "connection_init":
+            await self.on_init(message)
+        elif message["type"] == "ping":
+            await self.send(Pong(type="pong"))
+        elif message["type"] == "subscribe":
             await self.on_subscribe(message)
-        elif kind == "complete":
-            op_id = message.get("id")
-            if not isinstance(op_id, str):
-                raise _Close(4400, "Invalid message received: complete without an id")
-            task = self.operations.pop(op_id, None)
+        elif message["type"] == "complete":
+            task = self.operations.pop(message["id"], None)
             if task is not None:
                 task.cancel()
-        else:
-            raise _Close(4400, f"Invalid message received: unknown type {kind!r}")
 
-    async def on_init(self, payload: Any) -> None:
-        if self.init_received:
+    async def on_init(self, message: ConnectionInit) -> None:
+        if self.caller is not None:
             raise _Close(4429, "Too many initialisation requests")
-        self.init_received = True
-        if payload is not None and not isinstance(payload, dict):
-            raise _Close(4400, "Invalid message received: connection_init payload")
-        if self.authenticate is not None:
-            given = (payload or {}).get("authorization")
-            credentials = given if isinstance(given, str) else None
-            if credentials is None:
-                credentials = self.websocket.headers.get("authorization")
+        handshake = caller_of(self.websocket.scope)
+        given = (message.get("payload") or {}).get("authorization")
+        caller = Caller(
+            given if isinstance(given, str) else handshake.authorization, handshake.address
+        )
+        if self.pipeline.access.checks_credentials:
             try:
-                principal = await self.authenticate(credentials)
-            except Unauthenticated:
-                raise _Close(4403, "Forbidden") from None
-            except Exception as exc:  # the token store failed: not the client's fault
-                masked_error(exc, "authenticating a WebSocket")
+                await self.pipeline.access.authenticate(caller)
+            except Refused as refused:
+                self.pipeline.count(refused.errors)
+                if refused.status == 429:
+                    raise _Close(4429, "Too many failed authentications") from None
+                if refused.status == 401:
+                    raise _Close(4403, "Forbidden") from None
                 raise _Close(1011, "Internal error") from None
-            attach_principal(cast(dict[str, Any], self.websocket.scope), principal)
-        self.acknowledged = True
-        await self.send({"type": "connection_ack"})
+        self.caller = caller
+        await self.send(ConnectionAck(type="connection_ack"))
 
-    async def on_subscribe(self, message: dict[str, Any]) -> None:
-        if not self.acknowledged:
+    async def on_subscribe(self, message: Subscribe) -> None:
+        if self.caller is None:
             raise _Close(4401, "Unauthorized")
-        op_id = message.get("id")
-        payload = message.get("payload")
-        if not isinstance(op_id, str) or not op_id or not isinstance(payload, dict):
-            raise _Close(4400, "Invalid message received: subscribe needs an id and a payload")
-        query = payload.get("query")
-        variables = payload.get("variables")
-        operation_name = payload.get("operationName")
-        extensions = payload.get("extensions")
-        if (
-            not isinstance(query, str)
-            or (variables is not None and not isinstance(variables, dict))
-            or (operation_name is not None and not isinstance(operation_name, str))
-            or (extensions is not None and not isinstance(extensions, dict))
-        ):
-            raise _Close(4400, "Invalid message received: malformed subscribe payload")
+        op_id = message["id"]
+        try:
+            operation = operation_request(message["payload"], Transport.WEBSOCKET, self.caller)
+        except MalformedRequest as exc:
+            raise _invalid(f"malformed subscribe payload: {exc}") from None
         if op_id in self.operations:
             raise _Close(4409, f"Subscriber for {op_id} already exists")
         if len(self.operations) >= self.endpoint.max_subscriptions:
@@ -258,62 +296,46 @@ class _Connection:
                 TOO_MANY_SUBSCRIPTIONS,
                 f"at most {limit} subscriptions may run at once on one connection",
             )
-            await self.send({"type": "error", "id": op_id, "payload": [error]})
+            self.pipeline.count([error])
+            await self.send(Error(type="error", id=op_id, payload=[error]))
             return
         self.operations[op_id] = asyncio.create_task(
-            self.run_operation(op_id, query, variables, operation_name, extensions),
-            name=f"graphql-ws-{op_id}",
+            self.run_operation(op_id, operation), name=f"graphql-ws-{op_id}"
         )
 
-    async def run_operation(
-        self,
-        op_id: str,
-        query: str,
-        variables: dict[str, Any] | None,
-        operation_name: str | None,
-        extensions: dict[str, Any] | None,
-    ) -> None:
-        endpoint = self.endpoint
-        websocket = self.websocket
-
-        def renew() -> Context:
-            return endpoint.make_context(websocket)
-
-        completed_by_error = False
+    async def run_operation(self, op_id: str, operation: OperationRequest) -> None:
+        ended_by_error = False
         try:
-            root = StreamRoot(renew, endpoint.buffer_size, endpoint.metrics)
-            frames = run_stream(
-                endpoint.schema, renew(), root, query, variables, operation_name, extensions
-            )
+            try:
+                admitted = await self.pipeline.admit(operation)
+            except Refused as refused:
+                ended_by_error = True
+                await self.send(Error(type="error", id=op_id, payload=refused.errors))
+                return
+            frames = self.pipeline.stream(admitted)
             async with contextlib.aclosing(frames):  # type: ignore[type-var]
-                async for kind, payload in frames:
-                    if kind == "error":
-                        completed_by_error = True
-                        await self.send({"type": "error", "id": op_id, "payload": payload})
+                async for frame in frames:
+                    if frame.kind == "error":
+                        ended_by_error = True
+                        await self.send(Error(type="error", id=op_id, payload=frame.errors))
                         return
-                    await self.send({"type": "next", "id": op_id, "payload": payload})
+                    await self.send(Next(type="next", id=op_id, payload=frame.payload))
         except asyncio.CancelledError:
             raise
         except _Gone:
             return  # the client went away mid-send
         except Exception as exc:  # a bug: never a traceback to the client
             error = masked_error(exc, "streaming an operation")
-            await self._send_quietly({"type": "next", "id": op_id, "payload": {"errors": [error]}})
+            await self._send_quietly(Next(type="next", id=op_id, payload={"errors": [error]}))
         finally:
             if self.operations.get(op_id) is asyncio.current_task():
                 del self.operations[op_id]
-                if not completed_by_error:
-                    await self._send_quietly({"type": "complete", "id": op_id})
+                if not ended_by_error:
+                    await self._send_quietly(Complete(type="complete", id=op_id))
 
-    async def _send_quietly(self, message: dict[str, Any]) -> None:
+    async def _send_quietly(self, message: ServerMessage) -> None:
         with contextlib.suppress(Exception):
             await self.send(message)
 
 
-__all__ = [
-    "DEFAULT_INIT_TIMEOUT",
-    "DEFAULT_MAX_SUBSCRIPTIONS",
-    "PROTOCOL",
-    "GraphQLWebSocket",
-    "origin_allowed",
-]
+__all__ = ["PROTOCOL", "GraphQLWebSocket", "read_message"]

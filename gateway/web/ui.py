@@ -12,6 +12,7 @@ GraphQL is, whether it wants a bearer token) travel as ``data-`` attributes.
 from __future__ import annotations
 
 import html
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -116,7 +117,12 @@ def ui_html(
     )
 
 
-async def ui_page(request: Request) -> Response:
-    """`GET /ui`: the shell (the auth middleware lets a browser's page request through)."""
-    auth = getattr(request.app.state, "authenticate", None) is not None
-    return HTMLResponse(ui_html(auth=auth), headers={"Cache-Control": "no-store"})
+def ui_page(*, auth: bool) -> Callable[[Request], Awaitable[Response]]:
+    """The `GET /ui` endpoint: the shell, asking for a token when `auth` is on (the
+    access middleware lets a browser's page request through)."""
+    page = ui_html(auth=auth)
+
+    async def endpoint(request: Request) -> Response:
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    return endpoint

@@ -16,7 +16,6 @@ import strawberry
 from gateway.core import Classified, EventPage, SessionEvent, SessionView
 from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import results as core
-from gateway.core.query import trace_event
 
 from ..context import Context
 from .pagination import PageInfo
@@ -107,7 +106,7 @@ class Event:
     @resolver("Its relationships: replacements, sources and derivations.")
     async def trace(self, info: Info) -> EventTrace:
         ctx = info.context
-        return EventTrace.of(await trace_event(ctx.obs, self.session_id, self.seq))
+        return EventTrace.of(await ctx.trace_event(self.session_id, self.seq))
 
     @resolver("The event that removed it from the surface (if SHADOWED).")
     async def replaced_by(self, info: Info) -> Event | None:

@@ -15,7 +15,7 @@ import strawberry
 from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import Observation, SessionRecord
 from gateway.core import SessionHeader as CoreHeader
-from gateway.core.query import read_event, trace_session
+from gateway.core.query import read_event
 
 from ..context import Context, SessionRef
 from .events import Event, EventConnection, ReadWindow, event_connection
@@ -112,7 +112,7 @@ class Session:
         known = self.ref.persisted
         if known is not None:
             return known
-        return cast(bool, info.context.obs.is_persisted(self.ref.header.id))
+        return cast(bool, info.context.is_persisted(self.ref.header.id))
 
     @resolver(
         "The session it was forked from; null when it has none or the parent is not "
@@ -122,12 +122,12 @@ class Session:
         parent_id = self.ref.header.parent_session
         if parent_id is None:
             return None
-        record = await info.context.obs.record(parent_id)
+        record = await info.context.record(parent_id)
         return None if record is None else Session.of_record(record)
 
     @resolver("Sessions forked from it, ordered by createdAt then id.")
     async def children(self, info: Info) -> list[Session]:
-        children = await info.context.obs.children(self.ref.header.id)
+        children = await info.context.children(self.ref.header.id)
         return [Session.of_record(r) for r in children]
 
     @resolver(
@@ -135,7 +135,7 @@ class Session:
         "(prefer `graph` for deep trees: the nested tree is limited by query depth)."
     )
     async def lineage(self, info: Info) -> SessionTrace:
-        return SessionTrace.of(await trace_session(info.context.obs, self.ref.header.id))
+        return SessionTrace.of(await info.context.trace_session(self.ref.header.id))
 
     @resolver(
         "Its raw events in seq order, optionally only those whose classification is in "

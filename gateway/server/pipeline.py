@@ -1,0 +1,274 @@
+"""The operation pipeline: every GraphQL operation, whatever its transport, runs here.
+
+    transport ──OperationRequest──▶ admit ──Admitted──▶ execute ──▶ Answer
+     (http, sse,                    1. access          (one result)
+      websocket:                    2. document         or stream ──▶ Frames
+      wire framing                  3. preparation      (subscriptions,
+      only)                                              re-checked)
+
+`admit` applies the rules in one place and order: the caller's credentials,
+checked afresh for this operation, and its rate limits (`gateway.server.access`);
+the trusted documents the principal may run (`gateway.server.documents`); the
+token, operation, shape, cost and validation checks of the document
+(`gateway.server.preparation`, off the event loop when large). It answers an
+`Admitted` operation or raises `Refused`. `execute` runs a query within the
+operation timeout and formats its one result; `stream` runs any operation as
+frames, and re-checks a subscription's credentials every `reauth_interval`
+seconds, so a revoked or expired token stops it with UNAUTHENTICATED. Errors are
+formatted (`gateway.server.errors.format_error`) and counted in the metrics
+here, for answers and refusals alike.
+
+A transport (`gateway.server.http`, `.sse`, `.websocket`) only turns its wire
+format into an `OperationRequest` and the pipeline's answer back into its wire
+format: a new transport gets every rule by calling `admit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from strawberry.types.execution import ExecutionResult, PreExecutionError
+from strawberry.types.graphql import OperationType
+
+from gateway.core import SessionQuery
+from gateway.observability.metrics import GatewayMetrics
+
+from .access import Access
+from .codes import GatewayCode
+from .config import GatewayConfig
+from .context import Context
+from .cursors import CursorCodec
+from .documents import document_text
+from .errors import format_error, masked_error, simple_error
+from .operation import ALL_OPERATION_TYPES, Answer, ErrorJSON, Frame, OperationRequest, Refused
+from .preparation import Prepared
+from .principal import Principal
+from .schema import GatewaySchema
+from .subscriptions import StreamRoot
+
+OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
+BackendView = Callable[[object], object]
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An operation that passed every rule: who runs it and the document it runs."""
+
+    request: OperationRequest
+    principal: Principal | None
+    prepared: Prepared
+
+    @property
+    def is_subscription(self) -> bool:
+        return self.prepared.operation_type is OperationType.SUBSCRIPTION
+
+
+class OperationPipeline:
+    """See the module docstring. One per app."""
+
+    def __init__(
+        self,
+        *,
+        schema: GatewaySchema,
+        query: SessionQuery,
+        config: GatewayConfig,
+        access: Access,
+        metrics: GatewayMetrics,
+        backend_view: BackendView | None = None,
+    ) -> None:
+        self.schema = schema
+        self.query = query
+        self.config = config
+        self.access = access
+        self.metrics = metrics
+        self.cursors = CursorCodec(config.cursor_secret)
+        self._backend_view = backend_view
+
+    # -- the rules ----------------------------------------------------------------------
+
+    async def admit(self, request: OperationRequest) -> Admitted:
+        """The operation, admitted by every rule in order; else Refused (counted)."""
+        try:
+            principal = await self.access.admit(request.caller)
+            text = document_text(
+                request.query, request.document_id, self.config.trusted_documents, principal
+            )
+            prepared = await self.schema.preparer.prepare(
+                self.schema._schema,
+                text,
+                request.operation_name,
+                request.variables,
+                request.operation_types,
+                request.transport.value,
+            )
+        except Refused as refused:
+            self.count(refused.errors)
+            raise
+        return Admitted(request, principal, prepared)
+
+    def context(self, principal: Principal | None) -> Context:
+        """A fresh context (one observation of the corpus) for `principal`."""
+        return Context.for_request(
+            self.query, self.cursors, principal, backend_view=self._backend_view
+        )
+
+    # -- one result ---------------------------------------------------------------------
+
+    async def execute(self, admitted: Admitted) -> Answer:
+        """Run a query (or mutation) within the operation timeout: its formatted result."""
+        request = admitted.request
+        timeout = self.config.limits.operation_timeout
+        context = self.context(admitted.principal)
+        context.prepared = admitted.prepared
+        try:
+            result = await asyncio.wait_for(
+                self.schema.execute(
+                    admitted.prepared.text,
+                    variable_values=request.variables,
+                    context_value=context,
+                    operation_name=request.operation_name,
+                    allowed_operation_types=ALL_OPERATION_TYPES,
+                    operation_extensions=request.extensions,
+                ),
+                timeout=timeout,
+            )
+        except TimeoutError:
+            message = f"the operation did not finish within {timeout:g} s"
+            errors = [simple_error(OPERATION_TIMEOUT, message)]
+            self.count(errors)
+            return Answer({"errors": errors}, status=504)
+        except Exception as exc:  # a bug: never a traceback to the client
+            errors = [masked_error(exc, "executing an operation")]
+            self.count(errors)
+            return Answer({"errors": errors}, status=500)
+        finally:
+            context.close()  # a timed-out operation leaves no backend work running
+        return self._answer(result)
+
+    def _answer(self, result: ExecutionResult) -> Answer:
+        payload: dict[str, Any] = {}
+        request_error = _never_ran(result)
+        if not request_error:
+            payload["data"] = result.data
+        if result.errors:
+            payload["errors"] = [format_error(e) for e in result.errors]
+            self.count(payload["errors"])
+        return Answer(payload, request_error=request_error)
+
+    # -- streams ------------------------------------------------------------------------
+
+    async def stream(self, admitted: Admitted) -> AsyncIterator[Frame]:
+        """The operation's results as frames: one for a query, one per event for a
+        subscription (whose credentials are re-checked while it runs)."""
+        if not admitted.is_subscription:
+            answer = await self.execute(admitted)
+            errors = answer.payload.get("errors", [])
+            yield (
+                Frame("error", errors=errors)
+                if answer.request_error
+                else Frame("next", answer.payload)
+            )
+            return
+        frames = self._subscription(admitted)
+        recheck = self.access.checks_credentials
+        interval = self.config.reauth_interval
+        loop = asyncio.get_running_loop()
+        pending: asyncio.Future[Frame] | None = None
+        due = loop.time() + interval
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(frames))
+                wait = max(0.0, due - loop.time()) if recheck else None
+                done, _ = await asyncio.wait({pending}, timeout=wait)
+                if not done:
+                    try:
+                        await self.access.recheck(admitted.request.caller)
+                    except Refused as refused:
+                        self.count(refused.errors)
+                        yield Frame("error", errors=refused.errors)
+                        return
+                    due = loop.time() + interval
+                    continue
+                finished, pending = pending, None
+                try:
+                    frame = finished.result()
+                except StopAsyncIteration:
+                    return
+                yield frame
+                if frame.kind == "error":
+                    return
+        finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+            await frames.aclose()
+
+    async def _subscription(self, admitted: Admitted) -> AsyncGenerator[Frame, None]:
+        request = admitted.request
+        metrics = self.metrics
+        context = self.context(admitted.principal)
+        context.prepared = admitted.prepared
+        root = StreamRoot(
+            lambda: self.context(admitted.principal), self.config.subscription_buffer, metrics
+        )
+        metrics.subscriptions_active.inc()
+        try:
+            results = await self.schema.stream(
+                admitted.prepared.text,
+                variable_values=request.variables,
+                context_value=context,
+                root_value=root,
+                operation_name=request.operation_name,
+                operation_extensions=request.extensions,
+                allowed_operation_types=ALL_OPERATION_TYPES,
+            )
+            async with contextlib.aclosing(results):
+                first = True
+                result: Any
+                async for result in results:
+                    errors = [format_error(e) for e in result.errors or ()]
+                    self.count(errors)
+                    if first and _never_ran(result):
+                        yield Frame("error", errors=errors)
+                        return
+                    first = False
+                    payload: dict[str, Any] = {"data": result.data}
+                    if errors:
+                        payload["errors"] = errors
+                    if result.data is not None:
+                        metrics.subscription_events.inc()
+                    yield Frame("next", payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: never a traceback to the client
+            errors = [masked_error(exc, "streaming an operation")]
+            self.count(errors)
+            yield Frame("next", {"errors": errors})
+        finally:
+            context.close()
+            metrics.subscriptions_active.dec()
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def count(self, errors: list[ErrorJSON]) -> None:
+        """Every error a client is sent, by code (`graphql_errors_total`)."""
+        for error in errors:
+            self.metrics.count_error(error.get("extensions", {}).get("code"))
+
+
+def _never_ran(result: ExecutionResult) -> bool:
+    """No `data` at all and no error with a path: the operation never ran (variables
+    that do not coerce; parse and validation failures never reach execution)."""
+    if isinstance(result, PreExecutionError):
+        return True
+    errors = result.errors or ()
+    return result.data is None and bool(errors) and all(e.path is None for e in errors)
+
+
+__all__ = ["Admitted", "OperationPipeline"]
