@@ -200,6 +200,26 @@ async def test_probes_and_calls_outside_a_request_make_no_span(tmp_path: Path, s
     assert exporter.get_finished_spans() == ()
 
 
+async def test_create_app_does_not_change_the_caller_s_session_query(
+    tmp_path: Path, spans: Any
+) -> None:
+    """Tracing reads the backend through a proxy for the app's requests only: the
+    caller's query keeps its own backend (and another app on it stays untraced)."""
+    provider, exporter = spans
+    async with sql_backend(tmp_path / "t.db") as db:
+        query = SessionQuery(persistence=db)
+        traced_app = create_app(query, tracer_provider=provider)
+        assert query.persistence is db
+        async with client(create_app(query)) as c:
+            await c.post("/graphql", json={"query": "{ sessions { totalCount } }"})
+        assert exporter.get_finished_spans() == ()
+        async with client(traced_app) as c:
+            await c.post("/graphql", json={"query": "{ sessions { totalCount } }"})
+        names = {span.name for span in exporter.get_finished_spans()}
+        assert any(name.startswith("persistence ") for name in names), names
+        assert query.persistence is db
+
+
 async def test_trace_backend_is_idempotent_and_keeps_the_backend_s_capabilities(
     tmp_path: Path, spans: Any
 ) -> None:

@@ -52,6 +52,7 @@ from gateway import SessionQuery, SessionStore, create_app
 from gateway.persistence import SqlPersistence
 from gateway.persistence.tokens import TokenStore
 from gateway.server.auth import token_authenticator
+from gateway.server.config import GatewayConfig, Limits
 from gateway.server.documents import document_id
 from tests.support.server import running_server
 from tests.support.sqlite_backend import sqlite_url
@@ -458,7 +459,9 @@ class World:
         query, _ = corpus()
         with self.admin.authenticator() as authenticate:
             app = create_app(
-                query, authenticate=authenticate, trusted_documents=MANIFEST, **options
+                query,
+                GatewayConfig(trusted_documents=MANIFEST, **options),
+                authenticate=authenticate,
             )
             with running_server(app) as base:
                 yield base
@@ -489,10 +492,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     rate_query, _ = corpus()
     with admin.authenticator() as main_auth, admin.authenticator() as rate_auth:
         main_app = create_app(
-            query, authenticate=main_auth, trusted_documents=MANIFEST, background=[agent]
+            query,
+            GatewayConfig(trusted_documents=MANIFEST),
+            authenticate=main_auth,
+            background=[agent],
         )
         rate_app = create_app(
-            rate_query, authenticate=rate_auth, trusted_documents=MANIFEST, rate_limit=RATE
+            rate_query,
+            GatewayConfig(trusted_documents=MANIFEST, rate_limit=RATE),
+            authenticate=rate_auth,
         )
         try:
             with running_server(main_app) as main, running_server(rate_app) as rate:
@@ -718,7 +726,7 @@ def test_a_refused_websocket_operation_leaves_the_socket_open(
 
 def test_the_over_the_token_limit_document_is_one_that_otherwise_runs() -> None:
     """The table's first token-limit row refuses a document for its length alone."""
-    app = create_app(corpus()[0], max_tokens=100_000)
+    app = create_app(corpus()[0], GatewayConfig(limits=Limits(max_tokens=100_000)))
     body = asyncio.run(gql(app, OVER_TOKENS_VALID, OVER_TOKENS_VARIABLES))
     assert body == {"data": {"events": {"totalCount": 0}}}
 
@@ -937,14 +945,16 @@ def origin_admitted(base: str, origin: str) -> bool:
 
 def test_a_wildcard_cors_origin_admits_a_websocket_from_any_origin() -> None:
     query, _ = corpus()
-    with running_server(create_app(query, cors_origins=["*"])) as base:
+    with running_server(create_app(query, GatewayConfig(cors_origins=["*"]))) as base:
         admitted = {o: origin_admitted(base, o) for o in ("https://any.example", "http://x.test")}
     assert admitted == {"https://any.example": True, "http://x.test": True}
 
 
 def test_a_listed_cors_origin_admits_only_itself_and_the_same_origin() -> None:
     query, _ = corpus()
-    with running_server(create_app(query, cors_origins=["https://app.example"])) as base:
+    with running_server(
+        create_app(query, GatewayConfig(cors_origins=["https://app.example"]))
+    ) as base:
         same = base  # http://127.0.0.1:PORT, the gateway's own origin
         admitted = {
             o: origin_admitted(base, o)

@@ -82,14 +82,6 @@ def server_span_middleware(provider: TracerProvider) -> Middleware:
 # --------------------------------------------------------------------- GraphQL
 
 
-_REQUEST_ERRORS = {
-    # Raised out of the operation by Strawberry; the HTTP layer answers them with these codes.
-    "MissingQueryError": "BAD_REQUEST",
-    "CannotGetOperationTypeError": "GRAPHQL_VALIDATION_FAILED",
-    "InvalidOperationTypeError": "METHOD_NOT_ALLOWED",
-}
-
-
 def operation_tracing(provider: TracerProvider, error_code: ErrorCode) -> type[SchemaExtension]:
     """A `SchemaExtension` class (register the class: one instance per operation) making one
     span per GraphQL operation. `error_code(error)` gives a GraphQL error's contract code
@@ -106,10 +98,9 @@ def operation_tracing(provider: TracerProvider, error_code: ErrorCode) -> type[S
                 span.set_status(Status(StatusCode.ERROR, "cancelled (timeout or client gone)"))
                 span.set_attribute("error.type", "cancelled")
                 raise
-            except Exception as exc:
-                code = _REQUEST_ERRORS.get(type(exc).__name__, "INTERNAL_ERROR")
-                span.set_status(Status(StatusCode.ERROR, code))
-                span.set_attribute("error.type", code)
+            except Exception:  # the pipeline prepared the document: a raise is a bug
+                span.set_status(Status(StatusCode.ERROR, "INTERNAL_ERROR"))
+                span.set_attribute("error.type", "INTERNAL_ERROR")
                 raise
             else:
                 codes = _result_codes(self.execution_context, error_code)
@@ -124,6 +115,26 @@ def operation_tracing(provider: TracerProvider, error_code: ErrorCode) -> type[S
     return OperationTracing
 
 
+def refusal_tracing(
+    provider: TracerProvider,
+) -> Callable[[str | None, str | None, list[str]], None]:
+    """The span of an operation refused before it ran (its document did not parse,
+    validate or pass a limit): named like an operation's, ERROR with the codes the
+    client got, inside the request's span."""
+    tracer = _tracer(provider)
+
+    def refused(name: str | None, kind: str | None, codes: list[str]) -> None:
+        span = tracer.start_span("graphql operation", kind=SpanKind.INTERNAL)
+        _label_operation(span, kind, name)
+        if codes:
+            span.set_status(Status(StatusCode.ERROR, codes[0]))
+            span.set_attribute("error.type", codes[0])
+            span.set_attribute("gateway.error.codes", codes)
+        span.end()
+
+    return refused
+
+
 def _name_operation(span: trace.Span, context: Any) -> None:
     """Name the span after the operation, known only once the document is parsed."""
     kind = None
@@ -131,9 +142,13 @@ def _name_operation(span: trace.Span, context: Any) -> None:
         operation_type = context.operation_type
         kind = str(getattr(operation_type, "value", operation_type))
     name = getattr(context, "operation_name", None)
+    _label_operation(span, kind, name if isinstance(name, str) else None)
+
+
+def _label_operation(span: trace.Span, kind: str | None, name: str | None) -> None:
     if kind:
         span.set_attribute("graphql.operation.type", kind)
-    if isinstance(name, str) and name:
+    if name:
         span.set_attribute("graphql.operation.name", name)
     span.update_name(" ".join(part for part in (kind or "graphql", name) if part))
 

@@ -129,11 +129,13 @@ def create_app(
     tracing: list[Middleware] = []
     operation_span = None
     backend_view = None
+    refusal_span = None
     if tracer_provider is not None:
         from gateway.observability import tracing as otel  # the `otel` extra
 
         tracing.append(otel.server_span_middleware(tracer_provider))
         operation_span = otel.operation_tracing(tracer_provider, error_code)
+        refusal_span = otel.refusal_tracing(tracer_provider)
         backend_view = _traced_backends(otel.trace_backend, tracer_provider)
     schema = build_schema(limits, metrics=metrics, tracing=operation_span)
     access = Access(authenticate, config.rate)
@@ -144,6 +146,7 @@ def create_app(
         access=access,
         metrics=metrics,
         backend_view=backend_view,
+        on_refused=refusal_span,
     )
     default_query = config.default_query
 

@@ -118,16 +118,21 @@ class Refused(Exception):
         *,
         headers: dict[str, str] | None = None,
         request_error: bool = False,
+        operation_type: str | None = None,
+        operation_name: str | None = None,
     ) -> None:
         super().__init__(errors[0]["message"] if errors else "refused")
         self.status = status
         self.errors = errors
         self.headers = headers or {}
         self.request_error = request_error
+        self.operation_type = operation_type  # when the document was read far enough
+        self.operation_name = operation_name
 
     @property
-    def code(self) -> str:
-        return str(self.errors[0]["extensions"]["code"]) if self.errors else ""
+    def codes(self) -> list[str]:
+        """The distinct codes of its errors, in order."""
+        return list(dict.fromkeys(str(e["extensions"]["code"]) for e in self.errors))
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,8 @@ from .subscriptions import StreamRoot
 
 OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
 BackendView = Callable[[object], object]
+RefusalHook = Callable[[str | None, str | None, list[str]], None]
+"""Told of every operation refused for its document (name, type, codes): tracing's span."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class OperationPipeline:
         access: Access,
         metrics: GatewayMetrics,
         backend_view: BackendView | None = None,
+        on_refused: RefusalHook | None = None,
     ) -> None:
         self.schema = schema
         self.query = query
@@ -87,6 +90,7 @@ class OperationPipeline:
         self.metrics = metrics
         self.cursors = CursorCodec(config.cursor_secret)
         self._backend_view = backend_view
+        self._on_refused = on_refused
 
     # -- the rules ----------------------------------------------------------------------
 
@@ -94,6 +98,10 @@ class OperationPipeline:
         """The operation, admitted by every rule in order; else Refused (counted)."""
         try:
             principal = await self.access.admit(request.caller)
+        except Refused as refused:
+            self.count(refused.errors)
+            raise
+        try:
             text = document_text(
                 request.query, request.document_id, self.config.trusted_documents, principal
             )
@@ -107,8 +115,17 @@ class OperationPipeline:
             )
         except Refused as refused:
             self.count(refused.errors)
+            self._refused_operation(request, refused)
             raise
         return Admitted(request, principal, prepared)
+
+    def _refused_operation(self, request: OperationRequest, refused: Refused) -> None:
+        """An operation refused for its document is still an operation: counted and timed
+        (at zero) like one that ran, and traced when tracing is on."""
+        name = refused.operation_name or request.operation_name
+        self.metrics.record_operation(name, refused.operation_type, 0.0)
+        if self._on_refused is not None:
+            self._on_refused(name, refused.operation_type, refused.codes)
 
     def context(self, principal: Principal | None) -> Context:
         """A fresh context (one observation of the corpus) for `principal`."""

@@ -74,6 +74,7 @@ class Prepared:
 class _Outcome:
     document: DocumentNode | None = None
     operation_type: OperationType | None = None
+    operation_name: str | None = None  # the document's name of the operation it runs
     errors: list[GraphQLError] | None = None
     status: int = 400
     validation: list[GraphQLError] | None = None  # graphql-core's, to remember
@@ -112,7 +113,14 @@ class DocumentPreparer:
         outcome = await self._check(schema, text, operation_name, variables, allowed, transport)
         if outcome.errors:
             errors = [format_error(e) for e in outcome.errors]
-            raise Refused(outcome.status, errors, request_error=outcome.status == 400)
+            kind = outcome.operation_type.value if outcome.operation_type else None
+            raise Refused(
+                outcome.status,
+                errors,
+                request_error=outcome.status == 400,
+                operation_type=kind,
+                operation_name=outcome.operation_name or operation_name,
+            )
         assert outcome.document is not None and outcome.operation_type is not None
         return Prepared(text, outcome.document, outcome.operation_type, operation_name)
 
@@ -185,6 +193,7 @@ class DocumentPreparer:
             out.errors = [GraphQLError(refusal, extensions={"code": VALIDATION_FAILED})]
             return out
         out.operation_type = OperationType(operation.operation.value)
+        out.operation_name = operation.name.value if operation.name else None
         if allowed and out.operation_type not in allowed:
             out.errors = [_not_deliverable(out.operation_type, transport)]
             out.status = 405
