@@ -116,13 +116,17 @@ async def layer_alone(app: Any, n: int) -> float:
 async def layers(n: int, rounds: int) -> None:
     from starlette.middleware.cors import CORSMiddleware
 
+    from gateway.server.access import Access, AccessMiddleware
     from gateway.server.cors import cors_middleware
-    from gateway.server.ratelimit import RateLimit
+    from gateway.server.ratelimit import parse_rate
 
-    (cors,) = cors_middleware([ORIGIN])
+    (cors,) = cors_middleware((ORIGIN,))
+    # The rate limit as every operation meets it (the pipeline's `Access.admit`), here
+    # behind the middleware that applies the same object to /metrics.
+    access = Access(None, parse_rate("1000000/second"))
     apps = {
         "empty app": _empty,
-        "rate limit": RateLimit(_empty, "1000000/second", ["/graphql"]),
+        "rate limit": AccessMiddleware(_empty, access, ["/graphql"]),
         "cors": CORSMiddleware(_empty, *cors.args, **cors.kwargs),
     }
     samples: dict[str, list[float]] = {name: [] for name in apps}
