@@ -12,11 +12,12 @@ Batched methods take many keys and return a dict; a key the backend does not
 hold is left out of the answer. The core coalesces one observation's keys into
 one call (`gateway.core.batching`).
 
-Surface codes stored by a writer: 0 LOG_ONLY, 1 CURRENT, 2 SHADOWED ("as of
-the whole stored log"). A reader that saw a log of `as_of` events classifies
-an event as of that length: a SHADOWED event whose `replaced_by >= as_of` was
-still CURRENT then (replacers only ever come later), which keeps one request's
-answers consistent while appends go on.
+Surface codes stored by a writer (`gateway.core.fold`: LOG_ONLY_CODE 0,
+CURRENT_CODE 1, SHADOWED_CODE 2) are "as of the whole stored log". A reader
+that saw a log of `as_of` events classifies an event as of that length: a
+SHADOWED event whose `replaced_by >= as_of` was still CURRENT then (replacers
+only ever come later), which keeps one request's answers consistent while
+appends go on.
 """
 
 from __future__ import annotations
@@ -27,9 +28,6 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .model import SessionEvent, SessionHeader
-
-LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE = 0, 1, 2
-"""Stored surface codes (see the module docstring)."""
 
 
 @runtime_checkable

@@ -12,11 +12,9 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .backend import EventQuery, StoredEvent, StoredSession
-from .fold import SURFACE_BY_CODE, EventSurface
+from .fold import CURRENT_CODE, SHADOWED_CODE, SURFACE_BY_CODE, EventSurface
 from .model import SessionEvent
 from .views import (
-    CURRENT,
-    SHADOWED,
     Classified,
     EventPage,
     Relations,
@@ -43,8 +41,8 @@ class StoredView(SessionView):
 
     def _classify(self, row: StoredEvent) -> Classified:
         code = row.surface
-        if code == SHADOWED and (row.replaced_by is None or row.replaced_by >= self.length):
-            code = CURRENT
+        if code == SHADOWED_CODE and (row.replaced_by is None or row.replaced_by >= self.length):
+            code = CURRENT_CODE
         return Classified(row.event, SURFACE_BY_CODE[code])
 
     def _query(self, lo: int, hi: int, **kw: Any) -> EventQuery:

@@ -26,13 +26,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from .fold import CODE_BY_SURFACE, SURFACE_BY_CODE, EventSurface, FoldResult
+from .fold import (
+    CODE_BY_SURFACE,
+    CURRENT_CODE,
+    LOG_ONLY_CODE,
+    SHADOWED_CODE,
+    SURFACE_BY_CODE,
+    EventSurface,
+    FoldResult,
+)
 from .model import SessionEvent, SessionHeader
 
 if TYPE_CHECKING:
     from .store import LiveSession
-
-LOG_ONLY, CURRENT, SHADOWED = 0, 1, 2
 
 
 class Classified(NamedTuple):
@@ -135,13 +141,13 @@ def scan_codes(
     """
     lanes: list[Iterator[int]] = []
     revived_set = set(revived)
-    if LOG_ONLY in wanted:
-        lanes.append(_find(codes, LOG_ONLY, start, stop))
-    if CURRENT in wanted:
-        lanes.append(_find(codes, CURRENT, start, stop))
+    if LOG_ONLY_CODE in wanted:
+        lanes.append(_find(codes, LOG_ONLY_CODE, start, stop))
+    if CURRENT_CODE in wanted:
+        lanes.append(_find(codes, CURRENT_CODE, start, stop))
         lanes.append(iter(s for s in revived if start <= s < stop))
-    if SHADOWED in wanted:
-        shadowed = _find(codes, SHADOWED, start, stop)
+    if SHADOWED_CODE in wanted:
+        shadowed = _find(codes, SHADOWED_CODE, start, stop)
         if revived_set:
             shadowed = (s for s in shadowed if s not in revived_set)
         lanes.append(shadowed)
@@ -189,7 +195,7 @@ class LiveView(SessionView):
     def _class(self, seq: int) -> EventSurface:
         fold = self._fold
         code = fold.code(seq)
-        if code == SHADOWED:
+        if code == SHADOWED_CODE:
             by = fold.replaced_by(seq)
             if by is None or by >= self.length:
                 return EventSurface.CURRENT
