@@ -10,7 +10,10 @@ stored derivations of `SqlPersistence`.
 
 Batched methods take many keys and return a dict; a key the backend does not
 hold is left out of the answer. The core coalesces one observation's keys into
-one call (`gateway.core.batching`).
+one call (`gateway.core.batching`); the lineage walks answer with the union
+over their seeds, from which the core derives each seed's own walk, so that
+union must contain everything any seed reaches, a seed that another seed
+reaches included.
 
 Surface codes stored by a writer (`gateway.core.fold`: LOG_ONLY_CODE 0,
 CURRENT_CODE 1, SHADOWED_CODE 2) are "as of the whole stored log". A reader
@@ -90,8 +93,13 @@ class CorpusReads(Protocol):
         ...
 
     async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
-        """Every stored header reached from these ids by following parentSession links
-        (the ids themselves included when stored). Terminates on cycles."""
+        """Every stored header on the chain of any of these ids: the id itself when
+        stored, then its parentSession links followed while the parent is stored.
+        Terminates on cycles.
+
+        The union over all ids, which the core splits into each id's own chain (the
+        parent links followed from it within the answer): so the answer must hold
+        every header on every id's chain."""
         ...
 
     async def load_descendancy(
@@ -100,13 +108,23 @@ class CorpusReads(Protocol):
         where: SessionFilter | None = None,
         inside: Sequence[str] = (),
     ) -> dict[str, SessionHeader]:
-        """Every stored header reached from these ids by following child links (the ids
-        themselves excluded). Terminates on cycles.
+        """Every stored header reached from any of these ids by one or more child links
+        (sessions whose parentSession is the id, their children, and so on). An id is
+        itself in the answer exactly when it is so reached: from another of the ids
+        (a seed below another seed), or from itself through a cycle. Terminates on
+        cycles.
+
+        The union over all ids, which the core splits into each id's own descendants
+        (the child links followed from it within the answer): that is exact only if a
+        seed reached from another seed is in the answer, since the walk from the upper
+        seed passes through it. Leaving such a seed out (as "one of the ids") cuts the
+        upper seed's lineage short.
 
         With `where` (a scope, SPEC §10): the walk goes only through visible sessions.
         A session is inside a granted tree when its id is in `where.ids` or its parent
         is inside (the given ids listed in `inside` are); it is visible when inside or
-        when it matches `where`'s cwd prefixes or id globs."""
+        when it matches `where`'s cwd prefixes or id globs. Visibility is a property of
+        the session, whichever seed the walk came from, so the same per-seed split holds."""
         ...
 
 
