@@ -23,6 +23,7 @@ from gateway import SessionQuery, SessionStore
 from gateway.core import SessionHeader, SessionQueryError
 from gateway.core.lineage import flatten
 from gateway.core.query import trace_session
+from gateway.core.reach import WalkSeed, ancestry_per_seed, descendancy_per_seed
 from gateway.persistence import SqlPersistence
 from tests.backends import Counting
 from tests.test_persistence_fixtures import (  # noqa: F401  (fixtures)
@@ -162,3 +163,28 @@ async def test_lineages_traced_together_equal_each_traced_alone(
     query = scoped(SessionQuery(live=[store], persistence=db), grants)
     ids = sorted({h.id for h in persisted + live})
     assert await traced_together(query, ids) == await traced_alone(query, ids)
+
+
+# -- the split itself, without a backend -----------------------------------------------------
+
+
+def chain_union(headers: list[SessionHeader]) -> dict[str, SessionHeader]:
+    return {h.id: h for h in headers}
+
+
+async def test_each_seed_gets_its_own_walk_from_a_shared_union() -> None:
+    headers = chain_union(STORED)
+
+    async def union(seeds: Any, *_: Any) -> dict[str, SessionHeader]:
+        return headers  # everything any seed reaches, and more
+
+    up = await ancestry_per_seed(union)(["a-sub", "a", "gone"])
+    assert list(up["a-sub"].headers) == ["a-sub", "a", "root"]
+    assert list(up["a"].headers) == ["a", "root"]
+    assert up["gone"].headers == {}
+    keys = [WalkSeed("root"), WalkSeed("a"), WalkSeed("c-kid")]
+    down = await descendancy_per_seed(union, union)(keys)
+    assert set(down[keys[0]].headers) == {"a", "a-sub", "a-sub-check", "b"}
+    assert set(down[keys[1]].headers) == {"a-sub", "a-sub-check"}
+    assert down[keys[2]].headers == {}
+    assert all(down[k].seed == k.id for k in keys) and all(up[s].seed == s for s in up)

@@ -10,10 +10,10 @@ stored derivations of `SqlPersistence`.
 
 Batched methods take many keys and return a dict; a key the backend does not
 hold is left out of the answer. The core coalesces one observation's keys into
-one call (`gateway.core.batching`); the lineage walks answer with the union
-over their seeds, from which the core derives each seed's own walk, so that
-union must contain everything any seed reaches, a seed that another seed
-reaches included.
+one call and remembers each key's own answer (`gateway.core.batching`); the
+lineage walks answer with the union over their seeds, which the core splits per
+seed (`gateway.core.reach`), so that union must contain everything any seed
+reaches, a seed that another seed reaches included.
 
 Surface codes stored by a writer (`gateway.core.fold`: LOG_ONLY_CODE 0,
 CURRENT_CODE 1, SHADOWED_CODE 2) are "as of the whole stored log". A reader
@@ -28,7 +28,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from .model import SessionEvent, SessionHeader
 
@@ -227,7 +227,7 @@ class Capabilities:
     derived: DerivedReads | None
 
 
-def capabilities_of(backend: object) -> Capabilities:
+def capabilities_of(backend: PersistenceBackend) -> Capabilities:
     """The named capabilities `backend` offers (checked by protocol, not by name)."""
     return Capabilities(
         corpus=backend if isinstance(backend, CorpusReads) else None,
@@ -235,6 +235,6 @@ def capabilities_of(backend: object) -> Capabilities:
     )
 
 
-def is_backend(backend: object) -> bool:
+def is_backend(backend: object) -> TypeGuard[PersistenceBackend]:
     """Whether `backend` has the required surface (`list()` and `load()`)."""
     return isinstance(backend, PersistenceBackend)
