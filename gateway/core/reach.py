@@ -67,11 +67,8 @@ def chain_in(seed: str, union: Headers) -> dict[str, SessionHeader]:
     `union`, nearest first, ending before a revisit."""
     chain: dict[str, SessionHeader] = {}
     node: str | None = seed
-    while node is not None and node not in chain:
-        header = union.get(node)
-        if header is None:
-            break
-        chain[node] = header
+    while node is not None and node in union and node not in chain:
+        header = chain[node] = union[node]
         node = header.parent_session
     return chain
 
