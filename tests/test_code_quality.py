@@ -57,3 +57,33 @@ def test_the_gc_pause_is_never_held_across_an_await():
             if pauses and awaits:
                 held.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not held, held
+
+
+def test_the_core_modules_import_one_another_without_a_circle():
+    """Within gateway/core a module imports only modules below it (TYPE_CHECKING imports
+    included): an import circle is a piece that calls back into what built it."""
+    import ast
+
+    core = ROOT / "gateway" / "core"
+    imports: dict[str, set[str]] = {}
+    for path in core.glob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found.update([node.module.split(".")[0]] if node.module else [])
+                found.update(a.name for a in node.names if node.module is None)
+        imports[path.stem] = found - {"__init__"}
+
+    def circle_from(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        while stack:
+            module, path = stack.pop()
+            for dep in imports.get(module, ()):
+                if dep == start:
+                    return [*path, dep]
+                if dep not in path:
+                    stack.append((dep, [*path, dep]))
+        return None
+
+    circles = [c for m in sorted(imports) if m != "__init__" and (c := circle_from(m))]
+    assert not circles, circles

@@ -10,13 +10,17 @@ stored derivations of `SqlPersistence`.
 
 Batched methods take many keys and return a dict; a key the backend does not
 hold is left out of the answer. The core coalesces one observation's keys into
-one call (`gateway.core.batching`).
+one call and remembers each key's own answer (`gateway.core.batching`); the
+lineage walks answer with the union over their seeds, which the core splits per
+seed (`gateway.core.reach`), so that union must contain everything any seed
+reaches, a seed that another seed reaches included.
 
-Surface codes stored by a writer: 0 LOG_ONLY, 1 CURRENT, 2 SHADOWED ("as of
-the whole stored log"). A reader that saw a log of `as_of` events classifies
-an event as of that length: a SHADOWED event whose `replaced_by >= as_of` was
-still CURRENT then (replacers only ever come later), which keeps one request's
-answers consistent while appends go on.
+Surface codes stored by a writer (`gateway.core.fold`: LOG_ONLY_CODE 0,
+CURRENT_CODE 1, SHADOWED_CODE 2) are "as of the whole stored log". A reader
+that saw a log of `as_of` events classifies an event as of that length: a
+SHADOWED event whose `replaced_by >= as_of` was still CURRENT then (replacers
+only ever come later), which keeps one request's answers consistent while
+appends go on.
 """
 
 from __future__ import annotations
@@ -24,12 +28,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from .model import SessionEvent, SessionHeader
-
-LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE = 0, 1, 2
-"""Stored surface codes (see the module docstring)."""
 
 
 @runtime_checkable
@@ -92,8 +93,13 @@ class CorpusReads(Protocol):
         ...
 
     async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
-        """Every stored header reached from these ids by following parentSession links
-        (the ids themselves included when stored). Terminates on cycles."""
+        """Every stored header on the chain of any of these ids: the id itself when
+        stored, then its parentSession links followed while the parent is stored.
+        Terminates on cycles.
+
+        The union over all ids, which the core splits into each id's own chain (the
+        parent links followed from it within the answer): so the answer must hold
+        every header on every id's chain."""
         ...
 
     async def load_descendancy(
@@ -102,13 +108,23 @@ class CorpusReads(Protocol):
         where: SessionFilter | None = None,
         inside: Sequence[str] = (),
     ) -> dict[str, SessionHeader]:
-        """Every stored header reached from these ids by following child links (the ids
-        themselves excluded). Terminates on cycles.
+        """Every stored header reached from any of these ids by one or more child links
+        (sessions whose parentSession is the id, their children, and so on). An id is
+        itself in the answer exactly when it is so reached: from another of the ids
+        (a seed below another seed), or from itself through a cycle. Terminates on
+        cycles.
+
+        The union over all ids, which the core splits into each id's own descendants
+        (the child links followed from it within the answer): that is exact only if a
+        seed reached from another seed is in the answer, since the walk from the upper
+        seed passes through it. Leaving such a seed out (as "one of the ids") cuts the
+        upper seed's lineage short.
 
         With `where` (a scope, SPEC §10): the walk goes only through visible sessions.
         A session is inside a granted tree when its id is in `where.ids` or its parent
         is inside (the given ids listed in `inside` are); it is visible when inside or
-        when it matches `where`'s cwd prefixes or id globs."""
+        when it matches `where`'s cwd prefixes or id globs. Visibility is a property of
+        the session, whichever seed the walk came from, so the same per-seed split holds."""
         ...
 
 
@@ -211,7 +227,7 @@ class Capabilities:
     derived: DerivedReads | None
 
 
-def capabilities_of(backend: object) -> Capabilities:
+def capabilities_of(backend: PersistenceBackend) -> Capabilities:
     """The named capabilities `backend` offers (checked by protocol, not by name)."""
     return Capabilities(
         corpus=backend if isinstance(backend, CorpusReads) else None,
@@ -219,6 +235,6 @@ def capabilities_of(backend: object) -> Capabilities:
     )
 
 
-def is_backend(backend: object) -> bool:
+def is_backend(backend: object) -> TypeGuard[PersistenceBackend]:
     """Whether `backend` has the required surface (`list()` and `load()`)."""
     return isinstance(backend, PersistenceBackend)

@@ -1,50 +1,133 @@
-"""Request coalescing: keys asked for in the same event-loop turn share one backend call.
+"""Per-request loading: each question answered once, batched ones one backend call a turn.
 
-This is what keeps a GraphQL page over fifty sessions at a handful of backend
-calls instead of fifty. It lives only as long as its `Observation`, so it is
-a per-request loader, never a cache across requests.
+An observation asks many questions of the same few kinds (the stored row of
+fifty ids, the children of fifty sessions). These types make that cheap and
+consistent for as long as the observation lives, and no longer:
+
+* `Lifetime` owns the tasks one observation starts, so `close()` cancels the
+  backend work still running (a timed-out request leaves none behind);
+* `Once[T]` answers a question that has one answer per observation;
+* `PerKey[K, V]` answers a question per key, each computed once;
+* `Loader[K, V]` answers a batched question: the keys asked in one event-loop
+  turn go to the backend in one call, and each key's answer is remembered.
+
+The memo rule, which every loader keeps by construction: what is remembered for
+a key is exactly what the batch function returned for that key, that key's own
+whole answer. A batch function that gets one shared answer from the backend
+(a walk from many seeds at once) must derive each key's own answer from it
+before returning (`gateway.core.reach`); a key's answer never depends on which
+other keys shared its batch.
+
+Awaiting a shared answer is shielded from any one asker's cancellation
+(another field of the same request may still want it); `close()` cancels it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-BatchFn = Callable[[Sequence[K]], Awaitable[dict[K, V]]]
-Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+BatchFn = Callable[[Sequence[K]], Awaitable[Mapping[K, V]]]
+"""A batched question: the answer of each key it holds (a key left out has none)."""
 
 
-class Batcher(Generic[K, V]):
-    """Collects keys until the loop turns, then resolves them all with one `fetch` call.
+class Lifetime:
+    """The tasks of one observation: started through `spawn`, cancelled by `close`."""
 
-    `fetch(keys)` returns a dict; a key it leaves out resolves to `None`. An
-    exception from `fetch` fails every key of that batch.
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def close(self) -> None:
+        """Cancel every task still running."""
+        for task in list(self._tasks):
+            task.cancel()
+
+
+class Once(Generic[T]):
+    """A question with one answer per observation, computed on first ask."""
+
+    __slots__ = ("_fut", "_lifetime", "_make")
+
+    def __init__(self, lifetime: Lifetime, make: Callable[[], Awaitable[T]]) -> None:
+        self._lifetime = lifetime
+        self._make = make
+        self._fut: asyncio.Future[T] | None = None
+
+    @property
+    def asked(self) -> bool:
+        """Whether the answer has been asked for (it may still be on its way)."""
+        return self._fut is not None
+
+    async def get(self) -> T:
+        fut = self._fut
+        if fut is None:
+            fut = self._fut = self._lifetime.spawn(_run(self._make))
+            fut.add_done_callback(_consume)
+        return await asyncio.shield(fut)
+
+
+class PerKey(Generic[K, V]):
+    """A question asked per key, each key's answer computed once by `make(key)`."""
+
+    __slots__ = ("_lifetime", "_make", "_memo")
+
+    def __init__(self, lifetime: Lifetime, make: Callable[[K], Awaitable[V]]) -> None:
+        self._lifetime = lifetime
+        self._make = make
+        self._memo: dict[K, asyncio.Future[V]] = {}
+
+    async def get(self, key: K) -> V:
+        fut = self._memo.get(key)
+        if fut is None:
+            fut = self._memo[key] = self._lifetime.spawn(_run_with(self._make, key))
+            fut.add_done_callback(_consume)
+        return await asyncio.shield(fut)
+
+
+class Loader(Generic[K, V]):
+    """One batched backend question of one observation (see the module docstring).
+
+    `load(key)` resolves to the key's answer, None when the batch function left
+    the key out. Keys asked before the loop turns wait for one call of `fetch`;
+    each key is asked once (its batch's future is remembered: no task per key).
+    An exception from `fetch` fails every key of that batch.
     """
 
-    def __init__(self, fetch: BatchFn[K, V], spawn: Spawn | None = None) -> None:
-        """`spawn` starts the batch's task (its owner may cancel it); default: a plain task."""
+    __slots__ = ("_fetch", "_lifetime", "_memo", "_pending")
+
+    def __init__(self, lifetime: Lifetime, fetch: BatchFn[K, V]) -> None:
+        self._lifetime = lifetime
         self._fetch = fetch
-        self._spawn: Spawn = spawn or asyncio.ensure_future
+        self._memo: dict[K, asyncio.Future[V | None]] = {}
         self._pending: dict[K, asyncio.Future[V | None]] = {}
 
     def load(self, key: K) -> asyncio.Future[V | None]:
-        fut = self._pending.get(key)
-        if fut is not None:
-            return fut
-        loop = asyncio.get_running_loop()
-        if not self._pending:
-            loop.call_soon(self._dispatch)
-        fut = loop.create_future()
-        self._pending[key] = fut
-        return fut
+        """The key's answer to await (a future, so that gathering many makes no tasks)."""
+        fut = self._memo.get(key)
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            if not self._pending:
+                loop.call_soon(self._dispatch)
+            fut = self._memo[key] = self._pending[key] = loop.create_future()
+            fut.add_done_callback(_consume)
+        return asyncio.shield(fut)
 
     def _dispatch(self) -> None:
         batch, self._pending = self._pending, {}
-        task = self._spawn(self._run(batch))
+        task = self._lifetime.spawn(self._run(batch))
         task.add_done_callback(_consume)
 
     async def _run(self, batch: dict[K, asyncio.Future[V | None]]) -> None:
@@ -66,16 +149,15 @@ class Batcher(Generic[K, V]):
                 fut.set_result(found.get(key))
 
 
-def _consume(task: asyncio.Task[None]) -> None:
-    if not task.cancelled():
-        task.exception()
+async def _run(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
 
 
-def gather_singles(single: Callable[[K], Awaitable[V | None]]) -> BatchFn[K, V]:
-    """A batch function for backends that only offer the one-key call."""
+async def _run_with(make: Callable[[K], Awaitable[V]], key: K) -> V:
+    return await make(key)
 
-    async def fetch(keys: Sequence[K]) -> dict[K, V]:
-        values = await asyncio.gather(*(single(k) for k in keys))
-        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
-    return fetch
+def _consume(fut: asyncio.Future[Any]) -> None:
+    """Mark a shared outcome's exception as retrieved (nobody may be waiting for it)."""
+    if not fut.cancelled():
+        fut.exception()

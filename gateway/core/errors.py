@@ -10,6 +10,8 @@ import logging
 import secrets
 from enum import StrEnum
 
+from .ids import shown
+
 
 class ErrorCode(StrEnum):
     """Every failure the query contract can report."""
@@ -80,3 +82,18 @@ def _root_cause(exc: BaseException) -> BaseException:
             return exc
         exc = inner
     return exc
+
+
+def session_not_found(session_id: str, why: str) -> SessionQueryError:
+    """SESSION_NOT_FOUND for `session_id` (shown safely), saying why."""
+    return SessionQueryError(
+        ErrorCode.SESSION_NOT_FOUND, f"session {shown(session_id)} was not found: {why}"
+    )
+
+
+def source_conflict(session_id: str, what: str, fields: list[str]) -> SessionQueryError:
+    """SOURCE_CONFLICT: two headers of `session_id` (`what`) disagree on `fields`."""
+    return SessionQueryError(
+        ErrorCode.SOURCE_CONFLICT,
+        f"session {session_id!r}: {what} disagree on {', '.join(fields) or 'their fields'}",
+    )

@@ -59,10 +59,12 @@ class Replacement:
     shadowed: tuple[int, ...]
 
 
-_LOG_ONLY, _CURRENT, _SHADOWED = 0, 1, 2
+LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE = 0, 1, 2
+"""The class codes of events: what a fold's `codes` hold per seq and what a writer
+stores (`gateway.core.backend`); defined here only."""
 _CLASS = (EventSurface.LOG_ONLY, EventSurface.CURRENT, EventSurface.SHADOWED)
 SURFACE_BY_CODE: tuple[EventSurface, ...] = _CLASS
-"""EventSurface by stored code (0 LOG_ONLY, 1 CURRENT, 2 SHADOWED)."""
+"""EventSurface by class code."""
 CODE_BY_SURFACE: dict[EventSurface, int] = {cls: code for code, cls in enumerate(_CLASS)}
 _NONE = -1
 _TOOL_RESULT = "tool/result"
@@ -191,7 +193,7 @@ class SurfaceFold:
         nxt = fold._next = [_NONE] * length
         last = _NONE
         for seq, seq_label in current:
-            states[seq] = _CURRENT
+            states[seq] = CURRENT_CODE
             label[seq] = seq_label
             prev[seq] = last
             if last == _NONE:
@@ -215,7 +217,7 @@ class SurfaceFold:
             if op is not None or sources is not None:
                 what = "surfaceOp" if op is not None else "sourceEventSeqs"
                 raise _reject(2, seq, f"log-only type {etype!r} carries {what}")
-            states.append(_LOG_ONLY)
+            states.append(LOG_ONLY_CODE)
             self._label.append(_NONE)
             self._prev.append(_NONE)
             self._next.append(_NONE)
@@ -226,7 +228,7 @@ class SurfaceFold:
             _check_sources(seq, etype, sources)
         if op == "append":
             self._link_tail(seq)
-            states.append(_CURRENT)
+            states.append(CURRENT_CODE)
             return
         start, end = _parse_replace(seq, op)
         shadowed = self._range(seq, start, end)
@@ -263,7 +265,7 @@ class SurfaceFold:
                 if type(seq) is int and seq == len(states):
                     if event.type not in surface_types:
                         if op is None and sources is None:
-                            add_state(_LOG_ONLY)
+                            add_state(LOG_ONLY_CODE)
                             add_label(none)
                             add_prev(none)
                             add_next(none)
@@ -279,7 +281,7 @@ class SurfaceFold:
                             add_label(label[tail] + 1)
                         add_prev(tail)
                         add_next(none)
-                        add_state(_CURRENT)
+                        add_state(CURRENT_CODE)
                         tail = seq
                         continue
                 self._tail = tail
@@ -305,7 +307,7 @@ class SurfaceFold:
         label = self._label
         states = self._states
         for name, node in (("start", start), ("end", end)):
-            if node >= seq or states[node] != _CURRENT:
+            if node >= seq or states[node] != CURRENT_CODE:
                 where = "is not in the log yet" if node >= seq else _where(self._states[node])
                 raise _reject(4, seq, f"replace {name} {node} {where}")
         if label[start] > label[end]:
@@ -335,7 +337,7 @@ class SurfaceFold:
         new_label = label[start]
         states, replaced_by = self._states, self._replaced_by
         for node in shadowed:
-            states[node] = _SHADOWED
+            states[node] = SHADOWED_CODE
             replaced_by[node] = seq
         label.append(new_label)
         prev.append(before)
@@ -348,7 +350,7 @@ class SurfaceFold:
             self._tail = seq
         else:
             prev[after] = seq
-        states.append(_CURRENT)
+        states.append(CURRENT_CODE)
         made = Replacement(seq, start, end, tuple(shadowed))
         self._replacements.append(made)
         self._by_seq[seq] = made
@@ -434,7 +436,7 @@ def fold_surface(events: Sequence[FoldableEvent]) -> FoldResult:
 
 
 def _where(state: int) -> str:
-    return "was shadowed by an earlier replace" if state == _SHADOWED else "is log-only"
+    return "was shadowed by an earlier replace" if state == SHADOWED_CODE else "is log-only"
 
 
 def _parse_replace(seq: int, op: Any) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
-from .backend import is_backend
+from .backend import PersistenceBackend, is_backend
 from .errors import ErrorCode, SessionQueryError
 from .lineage import trace_lineage
 from .observation import Observation
@@ -85,7 +85,7 @@ class SessionQuery(_Operations):
         self._stores: list[SessionStore] = []
         for store in live:
             self.register_live(store)
-        self._backend: object | None = None
+        self._backend: PersistenceBackend | None = None
         if persistence is not None:
             self.mount_persistence(persistence)
 
@@ -126,7 +126,7 @@ class SessionQuery(_Operations):
         with self._lock:
             self._backend = backend
 
-    def unmount_persistence(self) -> object | None:
+    def unmount_persistence(self) -> PersistenceBackend | None:
         """Unmount the backend; returns the one that was mounted, if any."""
         with self._lock:
             backend, self._backend = self._backend, None

@@ -11,11 +11,11 @@ A `Scope` is the union of its grants:
   persisted sessions alike) reaches ID. A child whose parentSession is ID is in
   it even when ID itself is absent.
 
-The core applies a scope in one place, `Observation`: every question it
-answers behaves as if the visible sessions were the whole corpus. The first
-three grants are a property of a header alone (`direct`); `tree:` needs the
-session's ancestry, which the observation walks (and pushes down to the
-backend as a `SessionFilter`, see `gateway.core.backend`).
+The core applies a scope in one place, `gateway.core.visibility`: every
+question an observation answers behaves as if the visible sessions were the
+whole corpus. The first three grants are a property of a header alone
+(`direct`); `tree:` needs the session's ancestry, which the observation walks
+(and pushes down to the backend as a `SessionFilter`, see `gateway.core.backend`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from .fold import SURFACE_BY_CODE, EventSurface, SurfaceFold
 from .ids import id_problem, shown
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
-from .views import LiveView
+from .views import LiveState, LiveView
 
 logger = logging.getLogger("gateway.core")
 
@@ -210,14 +210,12 @@ class LiveSession:
         """The session as of now, without copying the log: the answers of the view
         stay those of this moment while appends go on (see `LiveView`)."""
         with self._lock:
-            return LiveView(self, len(self._events))
+            return LiveView(self.header, len(self._events), self.locked_state())
 
-    def locked_state(
-        self,
-    ) -> tuple[threading.Lock, list[SessionEvent], SurfaceFold, dict[int, list[int]]]:
+    def locked_state(self) -> LiveState:
         """The lock, log, fold and citation index, for `LiveView` (hold the lock to read
         the fold and the index; events below a view's length never change)."""
-        return self._lock, self._events, self._fold, self._cited_by
+        return LiveState(self._lock, self._events, self._fold, self._cited_by)
 
 
 class SessionStore:

@@ -1,32 +1,23 @@
 """`StoredView`: a stored session answered from the backend's stored derivations.
 
-Every question goes to the observation's batched, memoised backend loaders
-(`DerivedReads`), as of the log length the observation's proof of the session
-read, so a page costs a page whatever the log's length (SPEC §3a).
+Every question goes to the observation's batched, memoised loaders of the
+backend's `DerivedReads` (`gateway.core.loaders.StoredEventReads`), as of the
+log length the observation's proof of the session read, so a page costs a
+page whatever the log's length (SPEC §3a). The view holds those reads, not the
+observation that made it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .backend import EventQuery, StoredEvent, StoredSession
-from .fold import SURFACE_BY_CODE, EventSurface
+from .fold import CURRENT_CODE, SHADOWED_CODE, SURFACE_BY_CODE, EventSurface
+from .loaders import StoredEventReads
 from .model import SessionEvent
-from .views import (
-    CURRENT,
-    SHADOWED,
-    Classified,
-    EventPage,
-    Relations,
-    SessionView,
-    codes_of,
-    page_start,
-)
-
-if TYPE_CHECKING:
-    from .observation import Observation
+from .views import Classified, EventPage, Relations, SessionView, codes_of, page_start
 
 
 class StoredView(SessionView):
@@ -34,17 +25,17 @@ class StoredView(SessionView):
 
     live = False
 
-    def __init__(self, obs: Observation, stored: StoredSession) -> None:
+    def __init__(self, reads: StoredEventReads, stored: StoredSession) -> None:
         assert stored.counts is not None
         self.header = stored.header
         self.length = stored.event_count
         self._counts = stored.counts
-        self._obs = obs
+        self._reads = reads
 
     def _classify(self, row: StoredEvent) -> Classified:
         code = row.surface
-        if code == SHADOWED and (row.replaced_by is None or row.replaced_by >= self.length):
-            code = CURRENT
+        if code == SHADOWED_CODE and (row.replaced_by is None or row.replaced_by >= self.length):
+            code = CURRENT_CODE
         return Classified(row.event, SURFACE_BY_CODE[code])
 
     def _query(self, lo: int, hi: int, **kw: Any) -> EventQuery:
@@ -56,7 +47,7 @@ class StoredView(SessionView):
         n = self.length
         start = page_start(after_seq, n)
         codes = None if wanted is None else codes_of(wanted)
-        read = self._obs.read_events
+        read = self._reads.events
         after = (
             read(self._query(start, n - 1, surfaces=codes, limit=first + 1)) if start < n else None
         )
@@ -72,27 +63,27 @@ class StoredView(SessionView):
         return EventPage(items, len(rows) > first, has_previous, total)
 
     async def events_at(self, seqs: Sequence[int]) -> list[Classified]:
-        rows = await self._obs.read_events_at(self.session_id, seqs)
+        rows = await self._reads.events_at(self.session_id, seqs)
         return [self._classify(r) for r in rows]
 
     async def window(self, lo: int, hi: int) -> list[SessionEvent]:
         lo, hi = max(lo, 0), min(hi, self.length - 1)
         if lo > hi:
             return []
-        return [r.event for r in await self._obs.read_events(self._query(lo, hi))]
+        return [r.event for r in await self._reads.events(self._query(lo, hi))]
 
     async def surface(self) -> list[Classified]:
-        rows = await self._obs.read_surface(self.session_id, self.length)
+        rows = await self._reads.surface(self.session_id, self.length)
         return [Classified(r.event, EventSurface.CURRENT) for r in rows]
 
     async def relations(self, seq: int) -> Relations:
-        trace = await self._obs.read_trace(self.session_id, seq, self.length)
+        trace = await self._reads.trace(self.session_id, seq, self.length)
         return Relations(list(trace.replacement_chain), list(trace.replaced), list(trace.derived))
 
     async def classes(self) -> list[Classified]:
         if self.length == 0:
             return []
-        rows = await self._obs.read_events(self._query(0, self.length - 1, with_data=False))
+        rows = await self._reads.events(self._query(0, self.length - 1, with_data=False))
         return [self._classify(r) for r in rows]
 
 

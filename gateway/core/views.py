@@ -9,8 +9,8 @@ session goes on appending. Three kinds, one contract:
   by `LiveSession.view()`, no copy of the log, no refold);
 * `FoldedView`: a whole log and its fold, for backends that offer only
   `load()` and for stored logs without derivations;
-* `StoredView` (in `observation.py`): the backend's stored derivations, read by
-  index through the observation's batched loaders.
+* `StoredView` (`gateway.core.stored_view`): the backend's stored derivations,
+  read by index through the observation's batched loaders.
 
 "As of n": replacers always come later than what they replace, so an event
 shadowed by a replacer with seq >= n was still CURRENT when the log had n
@@ -20,19 +20,24 @@ events; the surface as of n is the events current then, in label order.
 from __future__ import annotations
 
 import heapq
+import threading
 from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from .fold import CODE_BY_SURFACE, SURFACE_BY_CODE, EventSurface, FoldResult
+from .fold import (
+    CODE_BY_SURFACE,
+    CURRENT_CODE,
+    LOG_ONLY_CODE,
+    SHADOWED_CODE,
+    SURFACE_BY_CODE,
+    EventSurface,
+    FoldResult,
+    SurfaceFold,
+)
 from .model import SessionEvent, SessionHeader
-
-if TYPE_CHECKING:
-    from .store import LiveSession
-
-LOG_ONLY, CURRENT, SHADOWED = 0, 1, 2
 
 
 class Classified(NamedTuple):
@@ -135,13 +140,13 @@ def scan_codes(
     """
     lanes: list[Iterator[int]] = []
     revived_set = set(revived)
-    if LOG_ONLY in wanted:
-        lanes.append(_find(codes, LOG_ONLY, start, stop))
-    if CURRENT in wanted:
-        lanes.append(_find(codes, CURRENT, start, stop))
+    if LOG_ONLY_CODE in wanted:
+        lanes.append(_find(codes, LOG_ONLY_CODE, start, stop))
+    if CURRENT_CODE in wanted:
+        lanes.append(_find(codes, CURRENT_CODE, start, stop))
         lanes.append(iter(s for s in revived if start <= s < stop))
-    if SHADOWED in wanted:
-        shadowed = _find(codes, SHADOWED, start, stop)
+    if SHADOWED_CODE in wanted:
+        shadowed = _find(codes, SHADOWED_CODE, start, stop)
         if revived_set:
             shadowed = (s for s in shadowed if s not in revived_set)
         lanes.append(shadowed)
@@ -172,6 +177,17 @@ def _filtered_page(
 # -- a live session ------------------------------------------------------------------
 
 
+class LiveState(NamedTuple):
+    """What a `LiveView` reads of its live session (`LiveSession.locked_state`): hold
+    the lock to read the fold and the citation index; events below a view's length
+    never change."""
+
+    lock: threading.Lock
+    events: list[SessionEvent]
+    fold: SurfaceFold
+    cited_by: dict[int, list[int]]
+
+
 class LiveView(SessionView):
     """A live session as of `length` events, answered from its own fold state.
 
@@ -181,15 +197,15 @@ class LiveView(SessionView):
 
     live = True
 
-    def __init__(self, session: LiveSession, length: int) -> None:
-        self.header = session.header
+    def __init__(self, header: SessionHeader, length: int, state: LiveState) -> None:
+        self.header = header
         self.length = length
-        self._lock, self._events, self._fold, self._cited_by = session.locked_state()
+        self._lock, self._events, self._fold, self._cited_by = state
 
     def _class(self, seq: int) -> EventSurface:
         fold = self._fold
         code = fold.code(seq)
-        if code == SHADOWED:
+        if code == SHADOWED_CODE:
             by = fold.replaced_by(seq)
             if by is None or by >= self.length:
                 return EventSurface.CURRENT

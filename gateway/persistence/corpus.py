@@ -21,7 +21,9 @@ statements (id lists are chunked at `_KEY_CHUNK`), on SQLite and PostgreSQL alik
   whose recursive term is joined by primary key (ancestry) or by the parent
   index (descendancy). They combine with `UNION`, not `UNION ALL`, so an id
   reached again (a cycle) is dropped and the recursion ends; chains of any
-  depth work, since the database iterates instead of recursing.
+  depth work, since the database iterates instead of recursing. Each answers
+  with the union over its seeds, a seed below another seed included, which the
+  core splits into each seed's own answer (`gateway.core.reach`).
 
   On PostgreSQL the planner fixes a recursive CTE's plan before it runs, from
   estimates that are poor for a walk (a freshly loaded, unanalysed table, or a
@@ -101,7 +103,8 @@ def _ancestry_statement() -> Select[Any]:
 
 
 def _descendancy_statement() -> Select[Any]:
-    """Headers reached from `:ids` by child links (`:ids` may come back through a cycle)."""
+    """Headers reached from `:ids` by child links (an id among them too when reached:
+    below another id, or through a cycle)."""
     anchor = select(sessions.c.id).where(sessions.c.parent_session.in_(_IDS))
     walk: CTE = anchor.cte("descendancy", recursive=True)
     child = sessions.alias("child")
@@ -287,8 +290,9 @@ class SqlCorpusReads(SqlBase):
         return out
 
     async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
-        """Every stored header reached from these ids by following parentSession links
-        (the ids themselves included when stored). Terminates on cycles."""
+        """Every stored header on the chain of any of these ids (the id itself when
+        stored, then its stored parents): the union the core splits per seed.
+        Terminates on cycles."""
         async with self._reading() as conn:
             return await _walk(conn, _SELECT_ANCESTRY, _unique(session_ids))
 
@@ -298,9 +302,10 @@ class SqlCorpusReads(SqlBase):
         where: SessionFilter | None = None,
         inside: Sequence[str] = (),
     ) -> dict[str, SessionHeader]:
-        """Every stored header reached from these ids by following child links (the ids
-        themselves excluded). Terminates on cycles. With `where`, only through visible
-        sessions (see `gateway.core.backend.CorpusReads.load_descendancy`)."""
+        """Every stored header reached from any of these ids by one or more child links,
+        an id included when it is so reached (below another id, or through a cycle): the
+        union the core splits per seed. Terminates on cycles. With `where`, only through
+        visible sessions (see `gateway.core.backend.CorpusReads.load_descendancy`)."""
         ids = _unique(session_ids)
         async with self._reading() as conn:
             if where is None:
@@ -312,8 +317,6 @@ class SqlCorpusReads(SqlBase):
                 found = {}
                 for row in await conn.execute(statement):
                     found[row[_ID_INDEX]] = _header_from_row(row)
-        for session_id in ids:
-            found.pop(session_id, None)
         return found
 
 

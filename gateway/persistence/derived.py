@@ -46,15 +46,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gateway.core.backend import (
-    CURRENT_CODE,
-    LOG_ONLY_CODE,
-    SHADOWED_CODE,
-    EventQuery,
-    StoredEvent,
-    StoredSession,
-    StoredTrace,
-)
+from gateway.core.backend import EventQuery, StoredEvent, StoredSession, StoredTrace
+from gateway.core.fold import CURRENT_CODE, LOG_ONLY_CODE, SHADOWED_CODE
 from gateway.core.model import SessionEvent, SessionHeader
 
 from .base import SqlBase

@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.core.errors import ErrorCode, SessionQueryError
-from gateway.core.fold import FoldableEvent, SurfaceFold
+from gateway.core.fold import CURRENT_CODE, SHADOWED_CODE, FoldableEvent, SurfaceFold
 from gateway.core.gcpause import gc_paused
 from gateway.core.model import SessionEvent, SessionHeader
 
@@ -76,10 +76,9 @@ _COMPARE_CHUNK = 10000
 # Rule 7 (a tool/result rewrite changes only data.message.content[0].content) was
 # checked when the stored log was written; replaying it compares this stub to itself.
 _REWRITE_STUB: dict[str, Any] = {"message": {"content": [{}]}}
-_SHADOWED = 2
 _SELECT_CURRENT = (
     select(events.c.seq, events.c.surface_label)
-    .where(events.c.session_id == bindparam("sid"), events.c.surface == 1)
+    .where(events.c.session_id == bindparam("sid"), events.c.surface == CURRENT_CODE)
     .order_by(events.c.surface_label)
 )
 _LOCK_FOR_APPEND = (
@@ -95,7 +94,7 @@ _LOCK_FOR_APPEND = (
 _SHADOW_STORED = (
     update(events)
     .where(events.c.session_id == bindparam("b_sid"), events.c.seq == bindparam("b_seq"))
-    .values(surface=_SHADOWED, replaced_by=bindparam("b_by"))
+    .values(surface=SHADOWED_CODE, replaced_by=bindparam("b_by"))
 )
 _DERIVE_STORED = (
     update(events)

@@ -1,4 +1,4 @@
-"""Relay-style connection plumbing: `PageInfo`, page sizes and keyset slicing.
+"""Relay-style connection plumbing: `PageInfo` and page sizes.
 
 `first` defaults to 50 and may not exceed 500 (a clear BAD_USER_INPUT error
 says so); cursors come from `gateway.server.cursors` and hold keyset positions.
@@ -6,8 +6,6 @@ says so); cursors come from `gateway.server.cursors` and hold keyset positions.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
 from typing import TypeVar
 
 import strawberry
@@ -18,7 +16,6 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 
 T = TypeVar("T")
-K = TypeVar("K")
 
 
 @strawberry.type(description="Where a page sits in its list (Relay cursor connections).")
@@ -51,13 +48,3 @@ def page_size(first: int | None) -> int:
             "first",
         )
     return first
-
-
-def keyset_slice(keys: Sequence[K], after: K | None, size: int) -> tuple[int, int]:
-    """[start, stop) of the page: the `size` items whose key follows `after` in `keys`.
-
-    `keys` is ascending; an `after` key that is no longer in the list (its item
-    was removed) still places the page correctly.
-    """
-    start = 0 if after is None else bisect_right(keys, after)  # type: ignore[call-overload]
-    return start, min(start + size, len(keys))
