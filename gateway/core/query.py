@@ -133,12 +133,15 @@ class SessionQuery(_Operations):
             return backend
 
     @property
-    def persistence(self) -> object | None:
+    def persistence(self) -> PersistenceBackend | None:
         with self._lock:
             return self._backend
 
     def observe(
-        self, scope: Scope | None = None, *, through: Callable[[object], object] | None = None
+        self,
+        scope: Scope | None = None,
+        *,
+        through: Callable[[PersistenceBackend], PersistenceBackend] | None = None,
     ) -> Observation:
         """A fresh observation: sources as of now, loads remembered until it is dropped;
         within `scope` when given (SPEC §10). `through` wraps the mounted backend for

@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from gateway.core import SessionQuery
+from gateway.core import PersistenceBackend, SessionQuery
 from gateway.observability import (
     GatewayMetrics,
     HttpMetricsMiddleware,
@@ -75,7 +75,7 @@ async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
     if backend is None:
         return True, "no persistence mounted"
     ping = getattr(backend, "ping", None)
-    call = ping if callable(ping) else backend.list  # type: ignore[attr-defined]
+    call = ping if callable(ping) else backend.list
     try:
         await asyncio.wait_for(call(), limit_s)
     except TimeoutError:
@@ -235,13 +235,14 @@ def create_app(
 
 
 def _traced_backends(
-    trace: Callable[[object, TracerProvider], object], provider: TracerProvider
-) -> Callable[[object], object]:
+    trace: Callable[[PersistenceBackend, TracerProvider], PersistenceBackend],
+    provider: TracerProvider,
+) -> Callable[[PersistenceBackend], PersistenceBackend]:
     """The mounted backend seen through its tracing proxy: one proxy per backend object
     (remade only when the query's backend is replaced; it holds no data)."""
-    made: list[tuple[object, object]] = []
+    made: list[tuple[PersistenceBackend, PersistenceBackend]] = []
 
-    def view(backend: object) -> object:
+    def view(backend: PersistenceBackend) -> PersistenceBackend:
         if made and made[0][0] is backend:
             return made[0][1]
         proxy = trace(backend, provider)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from gateway.core import (
     EventTrace,
     Observation,
+    PersistenceBackend,
     Scope,
     SessionHeader,
     SessionQuery,
@@ -77,7 +78,7 @@ class Context:
         cursors: CursorCodec,
         principal: Principal | None = None,
         *,
-        backend_view: Callable[[object], object] | None = None,
+        backend_view: Callable[[PersistenceBackend], PersistenceBackend] | None = None,
     ) -> Context:
         """The context of one request, within the caller's scope when auth is on: its
         observation sees the scoped corpus and its cursors are the caller's own.

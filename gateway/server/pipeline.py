@@ -34,7 +34,7 @@ from typing import Any
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 
-from gateway.core import SessionQuery
+from gateway.core import PersistenceBackend, SessionQuery
 from gateway.observability.metrics import GatewayMetrics
 
 from .access import Access
@@ -51,7 +51,7 @@ from .schema import GatewaySchema
 from .subscriptions import StreamRoot
 
 OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
-BackendView = Callable[[object], object]
+BackendView = Callable[[PersistenceBackend], PersistenceBackend]
 RefusalHook = Callable[[str | None, str | None, list[str]], None]
 """Told of every operation refused for its document (name, type, codes): tracing's span."""
 
