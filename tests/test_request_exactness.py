@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.core import SessionEvent, SessionHeader
 from gateway.persistence import SqlPersistence, migrate
+from gateway.server.config import GatewayConfig, Limits
 from gateway.server.principal import Principal
 from tests.test_graphql_helpers import msg
 from tests.test_pushdown import clear
@@ -437,8 +438,12 @@ class Served:
         async def authenticate(authorization: str | None) -> Principal:
             return Principal("exactness", self.grants)
 
-        self.open = create_app(self.query, max_cost=NO_COST_LIMIT)
-        self.scoped = create_app(self.query, authenticate=authenticate, max_cost=NO_COST_LIMIT)
+        self.open = create_app(self.query, GatewayConfig(limits=Limits(max_cost=NO_COST_LIMIT)))
+        self.scoped = create_app(
+            self.query,
+            GatewayConfig(limits=Limits(max_cost=NO_COST_LIMIT)),
+            authenticate=authenticate,
+        )
         self.app = self.open
 
     async def load(self, corpus: Corpus) -> None:
