@@ -67,6 +67,7 @@ from typing import Any
 import httpx
 from graphql.language import Lexer, Source, TokenKind
 
+from benchmarks.bench_scale import Figure, figure_table
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.core import SessionHeader
 from gateway.persistence import SqlPersistence
@@ -433,30 +434,6 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
-@dataclass
-class Figure:
-    name: str
-    measured: str
-    target: str
-    what: str
-    verdict: str = ""
-
-
-def table(figures: list[Figure]) -> str:
-    rows = [("figure", "measured", "target", "what exactly was timed")]
-    rows += [
-        (f.name, f.measured + (f" [{f.verdict}]" if f.verdict else ""), f.target, f.what)
-        for f in figures
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = []
-    for i, r in enumerate(rows):
-        lines.append(" | ".join([*(r[c].ljust(widths[c]) for c in range(3)), r[3]]))
-        if i == 0:
-            lines.append("-+-".join(["-" * w for w in widths] + ["-" * 24]))
-    return "\n".join(lines)
-
-
 def environment() -> str:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     try:
@@ -634,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = Sizes(**{**sizes.__dict__, "small_runs": args.small_runs})
     figures = run(sizes, "quick" if args.quick else "full")
     print()
-    print(table(figures))
+    print(figure_table(figures))
     return 0
 
 

@@ -175,23 +175,23 @@ class Report:
         self.add(Figure(f"{section} (section)", "FAILED", "-", message, "FAILED"))
 
     def table(self) -> str:
-        rows = [("figure", "measured", "target", "what exactly was timed")]
-        rows += [
-            (
-                f.name,
-                f.measured + (f" [{f.verdict}]" if f.verdict else ""),
-                f.target,
-                f.what,
-            )
-            for f in self.figures
-        ]
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = []
-        for i, r in enumerate(rows):
-            lines.append(" | ".join([*(r[c].ljust(widths[c]) for c in range(3)), r[3]]))
-            if i == 0:
-                lines.append("-+-".join(["-" * w for w in widths] + ["-" * 24]))
-        return "\n".join(lines)
+        return figure_table(self.figures)
+
+
+def figure_table(figures: list[Figure]) -> str:
+    """Figures as a table: each beside its target, with what exactly was timed."""
+    rows = [("figure", "measured", "target", "what exactly was timed")]
+    rows += [
+        (f.name, f.measured + (f" [{f.verdict}]" if f.verdict else ""), f.target, f.what)
+        for f in figures
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = []
+    for i, r in enumerate(rows):
+        lines.append(" | ".join([*(r[c].ljust(widths[c]) for c in range(3)), r[3]]))
+        if i == 0:
+            lines.append("-+-".join(["-" * w for w in widths] + ["-" * 24]))
+    return "\n".join(lines)
 
 
 def ms(seconds: float) -> str:

@@ -49,6 +49,7 @@ from .preparation import Prepared
 from .principal import Principal
 from .schema import GatewaySchema
 from .subscriptions import StreamRoot
+from .ticks import with_ticks
 
 OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
 BackendView = Callable[[PersistenceBackend], PersistenceBackend]
@@ -191,39 +192,23 @@ class OperationPipeline:
             )
             return
         frames = self._subscription(admitted)
-        recheck = self.access.checks_credentials
-        interval = self.config.reauth_interval
-        loop = asyncio.get_running_loop()
-        pending: asyncio.Future[Frame] | None = None
-        due = loop.time() + interval
+        every = self.config.reauth_interval if self.access.checks_credentials else None
+        ticking = with_ticks(frames, every)
         try:
-            while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(anext(frames))
-                wait = max(0.0, due - loop.time()) if recheck else None
-                done, _ = await asyncio.wait({pending}, timeout=wait)
-                if not done:
+            async for frame in ticking:
+                if frame is None:  # time to check the credentials again
                     try:
                         await self.access.recheck(admitted.request.caller)
                     except Refused as refused:
                         self.count(refused.errors)
                         yield Frame("error", errors=refused.errors)
                         return
-                    due = loop.time() + interval
                     continue
-                finished, pending = pending, None
-                try:
-                    frame = finished.result()
-                except StopAsyncIteration:
-                    return
                 yield frame
                 if frame.kind == "error":
                     return
         finally:
-            if pending is not None:
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
+            await ticking.aclose()
             await frames.aclose()
 
     async def _subscription(self, admitted: Admitted) -> AsyncGenerator[Frame, None]:

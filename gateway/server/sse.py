@@ -19,7 +19,6 @@ stream open. A client that goes away ends the stream (Starlette cancels it on
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -29,6 +28,7 @@ from starlette.responses import StreamingResponse
 
 from .media import EVENT_STREAM
 from .operation import Frame
+from .ticks import with_ticks
 
 DEFAULT_KEEPALIVE = 15.0
 
@@ -52,30 +52,18 @@ def event_stream(
 async def _body(frames: AsyncIterator[Frame], keepalive: float) -> AsyncIterator[bytes]:
     yield b":\n\n"  # headers out now, before the first event
     async with contextlib.aclosing(frames):  # type: ignore[type-var]
-        pending: asyncio.Future[Frame] | None = None
+        ticking = with_ticks(frames, keepalive)
         try:
-            while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(anext(frames))
-                done, _ = await asyncio.wait({pending}, timeout=keepalive)
-                if not done:
+            async for frame in ticking:
+                if frame is None:
                     yield b":\n\n"
                     continue
-                finished, pending = pending, None
-                try:
-                    frame = finished.result()
-                except StopAsyncIteration:
-                    break
-                yield _event(
-                    "next", {"errors": frame.errors} if frame.kind == "error" else frame.payload
-                )
-                if frame.kind == "error":
+                ended = frame.kind == "error"
+                yield _event("next", {"errors": frame.errors} if ended else frame.payload)
+                if ended:
                     break
         finally:
-            if pending is not None:
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
+            await ticking.aclose()
     yield _event("complete", None)
 
 
