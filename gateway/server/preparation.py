@@ -13,8 +13,10 @@ The preparer remembers, per app, the parsed form and the validation errors of
 the last `DOCUMENT_CACHE_SIZE` texts: validation is most of the cost of a
 small query, and its outcome depends only on the text (the schema and the
 rules are fixed for the app). The shape and cost checks depend on the
-variables and the operation name as well, so they run every time (they are
-linear in the document). Only documents are remembered, never data.
+variables and the operation name as well: they are remembered per operation
+name for a text that defines no variables and is asked without any, and run
+afresh (linear in the document) otherwise. Only documents are remembered,
+never data.
 
 Every error made here carries its code (`errors.tagged`), so no one has to
 guess it from a message later.
@@ -26,7 +28,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
@@ -44,7 +46,7 @@ from strawberry.types.graphql import OperationType
 from .codes import GatewayCode
 from .config import Limits
 from .cost import CostModel
-from .document_limits import DocumentLimits, check_document, lexical_refusal
+from .document_limits import DocumentLimits, Refusal, check_document, lexical_refusal
 from .errors import format_error, tagged
 from .operation import Refused
 
@@ -71,13 +73,32 @@ class Prepared:
 
 
 @dataclass(slots=True)
+class _Known:
+    """What the preparer remembers of one text: its parse, its validation errors once
+    validated, and its limit checks by operation name when they need no variables."""
+
+    document: DocumentNode
+    no_variables: bool
+    validation: list[GraphQLError] | None = None
+    limits: dict[str | None, Refusal | None] = field(default_factory=dict)
+
+
+def _defines_no_variables(document: DocumentNode) -> bool:
+    return all(
+        not d.variable_definitions
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    )
+
+
+@dataclass(slots=True)
 class _Outcome:
     document: DocumentNode | None = None
     operation_type: OperationType | None = None
     operation_name: str | None = None  # the document's name of the operation it runs
     errors: list[GraphQLError] | None = None
     status: int = 400
-    validation: list[GraphQLError] | None = None  # graphql-core's, to remember
+    known: _Known | None = None  # what to remember of the text (None: it did not parse)
 
 
 class DocumentPreparer:
@@ -93,9 +114,7 @@ class DocumentPreparer:
             max_same_name=limits.max_same_name,
             max_cost=limits.max_cost,
         )
-        self._cache: OrderedDict[str, tuple[DocumentNode, list[GraphQLError] | None]] = (
-            OrderedDict()
-        )
+        self._cache: OrderedDict[str, _Known] = OrderedDict()
         self._cost: CostModel | None = None  # the schema's list bounds, read once
         self._executor: ThreadPoolExecutor | None = None
 
@@ -152,28 +171,24 @@ class DocumentPreparer:
             self._cache.move_to_end(text)
         run = partial(self._run, schema, text, known, operation_name, variables, allowed, transport)
         outcome = await self._off_loop(len(text), run)
-        if outcome.validation is not None and outcome.document is not None:
-            self._cache[text] = (outcome.document, outcome.validation)
+        if known is None and outcome.known is not None:
+            self._cache[text] = outcome.known
             if len(self._cache) > DOCUMENT_CACHE_SIZE:
                 self._cache.popitem(last=False)
-        elif known is None and outcome.document is not None:
-            self._cache[text] = (outcome.document, None)  # parsed; validated another time
         return outcome
 
     def _run(
         self,
         schema: GraphQLSchema,
         text: str,
-        known: tuple[DocumentNode, list[GraphQLError] | None] | None,
+        known: _Known | None,
         operation_name: str | None,
         variables: Mapping[str, Any] | None,
         allowed: Collection[OperationType],
         transport: str,
     ) -> _Outcome:
         """Every check, synchronously (inline for small documents, else in the worker)."""
-        if known is not None:
-            document, validated = known
-        else:
+        if known is None:
             early = lexical_refusal(text, self.limits.max_tokens, self.limits.max_selections)
             if early is not None:  # refused before graphql-core's slow parser runs
                 return _Outcome(
@@ -186,8 +201,9 @@ class DocumentPreparer:
             except RecursionError:
                 message = "Syntax Error: the document nests selections too deeply to parse"
                 return _Outcome(errors=[GraphQLError(message, extensions={"code": PARSE_FAILED})])
-            validated = None
-        out = _Outcome(document=document)
+            known = _Known(document, _defines_no_variables(document))
+        document = known.document
+        out = _Outcome(document=document, known=known)
         operation, refusal = _operation(document, operation_name)
         if operation is None:
             out.errors = [GraphQLError(refusal, extensions={"code": VALIDATION_FAILED})]
@@ -198,18 +214,36 @@ class DocumentPreparer:
             out.errors = [_not_deliverable(out.operation_type, transport)]
             out.status = 405
             return out
-        assert self._cost is not None
-        limit = check_document(schema, document, self._shape, self._cost, variables, operation_name)
+        limit = self._limits(schema, known, operation_name, variables)
         if limit is not None:  # graphql-core's rules never see the document
             out.errors = [GraphQLError(limit.message, extensions={"code": limit.code})]
             return out
-        if validated is None:
-            validated = [
-                tagged(e, VALIDATION_FAILED) for e in validate_document(schema, document, _RULES)
-            ]
-            out.validation = validated
-        out.errors = list(validated)
+        if known.validation is None:
+            found = validate_document(schema, document, _RULES)
+            known.validation = [tagged(e, VALIDATION_FAILED) for e in found]
+        out.errors = list(known.validation)
         return out
+
+    def _limits(
+        self,
+        schema: GraphQLSchema,
+        known: _Known,
+        operation_name: str | None,
+        variables: Mapping[str, Any] | None,
+    ) -> Refusal | None:
+        """The shape and cost checks: a function of the text, the operation name and the
+        variables, so remembered per operation name for a document without variables
+        asked without any (the limits stay exact: the same inputs, the same answer)."""
+        assert self._cost is not None
+        if not (known.no_variables and not variables):
+            return check_document(
+                schema, known.document, self._shape, self._cost, variables, operation_name
+            )
+        if operation_name not in known.limits:
+            known.limits[operation_name] = check_document(
+                schema, known.document, self._shape, self._cost, None, operation_name
+            )
+        return known.limits[operation_name]
 
     async def _off_loop(self, size: int, fn: Callable[[], T]) -> T:
         """`fn()` inline for small documents, else in this app's one worker thread.
