@@ -490,6 +490,10 @@ def errors_at(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return sorted(found, key=canon)
 
 
+def part_codes(body: dict[str, Any], name: str) -> set[str]:
+    return {str(e.get("extensions", {}).get("code")) for e in errors_at(body, name)}
+
+
 def part(body: dict[str, Any], name: str) -> dict[str, Any]:
     data = body.get("data")
     return {"data": None if data is None else data[name], "errors": errors_at(body, name)}
@@ -503,11 +507,15 @@ async def assert_every_part_equals_it_alone(gw: Served, fields: dict[str, str]) 
     assert not stray, f"errors on no part of\n{doc}\n{stray}"
     if together.get("data") is None:
         # A non-null root field failed: the whole `data` is null (GraphQL's rule), so
-        # some part must fail alone that way, and every error must be one of theirs.
+        # some part must fail alone that way, and every error must be one the same part
+        # gives alone. Compared by part and code, not by path: when several items of a
+        # list fail, graphql-core reports those that reached the nulled parent first,
+        # and which sibling that is depends on scheduling (seen in CI: a cycle's lineage
+        # failed at nodes[2] together and at nodes[1] alone, the same error).
         nulled = [name for name, body in alone.items() if body.get("data") is None]
         assert nulled, f"data is null together, never alone:\n{doc}\n{canon(together)}"
-        known = {canon(e) for name in fields for e in errors_at(alone[name], name)}
-        seen = {canon(e) for name in fields for e in errors_at(together, name)}
+        known = {(name, code) for name in fields for code in part_codes(alone[name], name)}
+        seen = {(name, code) for name in fields for code in part_codes(together, name)}
         assert seen and seen <= known, f"{doc}\ntogether: {sorted(seen)}\nalone: {sorted(known)}"
         return
     for name, field in fields.items():
@@ -516,6 +524,15 @@ async def assert_every_part_equals_it_alone(gw: Served, fields: dict[str, str]) 
         )
         want = part(alone[name], name)
         got = part(together, name)
+        if got != want and got["data"] == want["data"] and got["errors"] and want["errors"]:
+            # The same data, and errors of a subtree that null propagation cut short:
+            # which failing sibling is reported depends on scheduling (see above), so
+            # the codes must agree, not the paths.
+            assert part_codes(together, name) <= part_codes(alone[name], name), (
+                f"{name}: {field}\nfails differently beside the other fields of\n{doc}\n"
+                f"together: {canon(got)}\nalone:    {canon(want)}"
+            )
+            continue
         assert got == want, (
             f"{name}: {field}\nis answered differently beside the other fields of\n{doc}\n"
             f"together: {canon(got)}\nalone:    {canon(want)}"
