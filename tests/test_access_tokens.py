@@ -102,7 +102,9 @@ def test_access_tokens_key_file_is_private_and_the_env_key_wins(
     key_file = tmp_path / "config" / "session-gateway" / "token.key"
     assert code == 0 and key_file.stat().st_mode & 0o077 == 0
     monkeypatch.setenv(ENV_TOKEN_KEY, "short")
-    code, _, err = cli(capsys, "token", "list", "--database", url)
+    code, _, err = cli(
+        capsys, "token", "create", "--database", url, "--name", "b", "--grant", "all"
+    )
     assert code == 2 and ENV_TOKEN_KEY in err
 
 

@@ -301,3 +301,45 @@ def test_serve_create_makes_the_file_and_the_banner_shows_its_absolute_path(
     assert f"Database:  {tmp_path / 'new.db'}" in out, (out, err)
     assert (tmp_path / "new.db").exists()
     assert "does not answer" not in err
+
+
+def test_token_list_needs_no_key_and_says_when_there_are_none(tmp_path: Path) -> None:
+    """Listing hashes no secret: it works before any key exists, and an empty list says so."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    url = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    clean = {k: v for k, v in os.environ.items() if k != "SESSION_GATEWAY_TOKEN_KEY"}
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gateway", *args, "--database", url],
+            cwd=tmp_path,
+            env={**clean, **env, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    migrated = command("migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    listed = command("token", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "no tokens" in listed.stdout
+    assert not (tmp_path / "config").exists()  # no key file was made to list
+
+
+def test_every_subcommand_s_help_has_a_description() -> None:
+    import argparse
+
+    from gateway.cli import build_parser
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]) -> list[str]:
+        missing = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if not sub.description:
+                        missing.append(" ".join([*path, name]))
+                    missing += walk(sub, [*path, name])
+        return missing
+
+    assert walk(build_parser(), ["session-gateway"]) == []

@@ -38,7 +38,16 @@ PROG = "session-gateway token"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="token_action", metavar="ACTION", required=True)
-    create = actions.add_parser("create", help="make a token and print it once")
+    create = actions.add_parser(
+        "create",
+        help="make a token and print it once",
+        description=(
+            "Make an access token for `serve --auth tokens` and print its secret once, on "
+            "stdout (a summary goes to stderr). Only a keyed hash of the secret is stored; "
+            "the key is $SESSION_GATEWAY_TOKEN_KEY, else the key file, written by the "
+            "first create. Each --grant widens what the token sees (SPEC §10)."
+        ),
+    )
     add_database_argument(create)
     create.add_argument("--name", required=True, help="a unique name for the token's holder")
     create.add_argument(
@@ -58,9 +67,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow only the documents of serve --trusted-documents",
     )
-    listing = actions.add_parser("list", help="list tokens (never their secrets)")
+    listing = actions.add_parser(
+        "list",
+        help="list tokens (never their secrets)",
+        description=(
+            "List every token of the database: name, state (active, expired, revoked), "
+            "grants and times. Secrets are never stored, so none are shown, and listing "
+            "needs no token key."
+        ),
+    )
     add_database_argument(listing)
-    revoke = actions.add_parser("revoke", help="revoke a token by name")
+    revoke = actions.add_parser(
+        "revoke",
+        help="revoke a token by name",
+        description=(
+            "Revoke the token of NAME: every replica refuses it from its next operation, "
+            "and running subscriptions that use it end within seconds. Revoking twice "
+            "keeps the first time."
+        ),
+    )
     add_database_argument(revoke)
     revoke.add_argument("name", metavar="NAME")
 
@@ -86,7 +111,12 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     try:
-        key = load_token_key(create=args.token_action == "create")
+        # Listing hashes no secret, so it needs no key (and works before the first create).
+        key = (
+            None
+            if args.token_action == "list"
+            else load_token_key(create=args.token_action == "create")
+        )
     except TokenError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2

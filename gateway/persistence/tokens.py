@@ -151,13 +151,16 @@ def _info(row: Sequence[Any]) -> TokenInfo:
 
 
 class TokenStore:
-    """The access tokens of one database, hashed under one key."""
+    """The access tokens of one database, hashed under one key (None: a store that only
+    lists, which hashes nothing)."""
 
-    def __init__(self, db: SqlBase, key: bytes) -> None:
+    def __init__(self, db: SqlBase, key: bytes | None) -> None:
         self._db = db
         self._key = key
 
     def _hash(self, secret: str) -> str:
+        if self._key is None:  # a store made for listing only
+            raise TokenError(f"this needs the token key: set {ENV_TOKEN_KEY}")
         return hmac.new(self._key, secret.encode("ascii"), hashlib.sha256).hexdigest()
 
     async def create(
