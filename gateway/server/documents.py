@@ -109,7 +109,7 @@ def document_text(
 ) -> str:
     """The text an operation runs: its `query`, or the trusted document it names.
 
-    Refused: both or neither sent (400), an ad-hoc `query` from a principal
+    Refused: both sent (400), an ad-hoc `query` from a principal
     restricted to trusted documents (403 TRUSTED_DOCUMENT_REQUIRED), an unknown
     id (TRUSTED_DOCUMENT_NOT_FOUND, answered like a parse error).
     """
@@ -119,9 +119,7 @@ def document_text(
                 "this token may run only trusted documents: send `documentId` instead of `query`"
             )
             raise Refused(403, [simple_error(TRUSTED_DOCUMENT_REQUIRED, message)])
-        if query is None:
-            message = "the request has no `query` (or `documentId`) parameter"
-            raise Refused(400, [simple_error(BAD_REQUEST, message)])
+        assert query is not None  # `operation_request` refuses a request that sends neither
         return query
     if query is not None:
         message = "send either `query` or `documentId`, not both"

@@ -29,7 +29,7 @@ deeper than the depth limit allows is read through
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.extensions import SchemaExtension
@@ -56,10 +56,6 @@ def prepared_documents(preparer: DocumentPreparer) -> type[SchemaExtension]:
     as a test or an embedding host may) goes through the same checks here."""
 
     class PreparedDocuments(SchemaExtension):
-        def on_operation(self) -> Iterator[None]:
-            self.execution_context.parse_options["max_tokens"] = preparer.limits.max_tokens
-            yield
-
         async def on_parse(self) -> AsyncIterator[None]:
             ctx = self.execution_context
             prepared = getattr(ctx.context, "prepared", None)

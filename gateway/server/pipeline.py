@@ -128,11 +128,14 @@ class OperationPipeline:
         if self._on_refused is not None:
             self._on_refused(name, refused.operation_type, refused.codes)
 
-    def context(self, principal: Principal | None) -> Context:
-        """A fresh context (one observation of the corpus) for `principal`."""
-        return Context.for_request(
+    def context(self, principal: Principal | None, prepared: Prepared | None = None) -> Context:
+        """A fresh context (one observation of the corpus) for `principal`, running the
+        `prepared` document when given."""
+        context = Context.for_request(
             self.query, self.cursors, principal, backend_view=self._backend_view
         )
+        context.prepared = prepared
+        return context
 
     # -- one result ---------------------------------------------------------------------
 
@@ -140,8 +143,7 @@ class OperationPipeline:
         """Run a query (or mutation) within the operation timeout: its formatted result."""
         request = admitted.request
         timeout = self.config.limits.operation_timeout
-        context = self.context(admitted.principal)
-        context.prepared = admitted.prepared
+        context = self.context(admitted.principal, admitted.prepared)
         try:
             result = await asyncio.wait_for(
                 self.schema.execute(
@@ -214,8 +216,7 @@ class OperationPipeline:
     async def _subscription(self, admitted: Admitted) -> AsyncGenerator[Frame, None]:
         request = admitted.request
         metrics = self.metrics
-        context = self.context(admitted.principal)
-        context.prepared = admitted.prepared
+        context = self.context(admitted.principal, admitted.prepared)
         root = StreamRoot(
             lambda: self.context(admitted.principal), self.config.subscription_buffer, metrics
         )
