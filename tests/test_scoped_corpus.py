@@ -292,10 +292,10 @@ async def test_scoped_corpus_cwd_counts_are_kept_by_the_database_whoever_writes(
     delete, raw SQL inserts, updates of cwd, and NULL cwds."""
     from sqlalchemy import text
 
-    from gateway.core.backend import SessionFilter
+    from gateway.core.backend import ScopeFilter
 
     async def both(prefixes: tuple[str, ...]) -> tuple[int, int]:
-        where = SessionFilter(cwd_prefixes=prefixes)
+        where = ScopeFilter(cwd_prefixes=prefixes)
         fast = await db.count_sessions(where)
         async with db.engine.connect() as conn:
             rows = (await conn.execute(text("SELECT cwd FROM sessions"))).all()

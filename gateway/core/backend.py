@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
+from .filters import EventFilter, SessionFilter
+from .matching import RankKey
 from .model import SessionEvent, SessionHeader
 
 
@@ -46,7 +48,7 @@ class PersistenceBackend(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class SessionFilter:
+class ScopeFilter:
     """The stored sessions a scoped question may see (SPEC §10), as a backend applies it.
 
     A stored session matches when its cwd equals a prefix or starts with prefix
@@ -73,12 +75,12 @@ class CorpusReads(Protocol):
         """The stored headers of these ids."""
         ...
 
-    async def count_sessions(self, where: SessionFilter | None = None) -> int:
+    async def count_sessions(self, where: ScopeFilter | None = None) -> int:
         """How many sessions are stored (that match `where`, when given)."""
         ...
 
     async def headers_page(
-        self, after: tuple[int, str] | None, limit: int, where: SessionFilter | None = None
+        self, after: tuple[int, str] | None, limit: int, where: ScopeFilter | None = None
     ) -> builtins.list[SessionHeader]:
         """Up to `limit` headers in corpus order (createdAt descending, id ascending),
         strictly after the key `(created_at, id)` when `after` is given, only those
@@ -86,7 +88,7 @@ class CorpusReads(Protocol):
         ...
 
     async def load_children(
-        self, parent_ids: Sequence[str], where: SessionFilter | None = None
+        self, parent_ids: Sequence[str], where: ScopeFilter | None = None
     ) -> dict[str, builtins.list[SessionHeader]]:
         """The stored sessions whose parentSession is each id (ids with none left out),
         only those matching `where` when given; each list ordered by createdAt, then id."""
@@ -105,7 +107,7 @@ class CorpusReads(Protocol):
     async def load_descendancy(
         self,
         session_ids: Sequence[str],
-        where: SessionFilter | None = None,
+        where: ScopeFilter | None = None,
         inside: Sequence[str] = (),
     ) -> dict[str, SessionHeader]:
         """Every stored header reached from any of these ids by one or more child links
@@ -219,12 +221,73 @@ class DerivedReads(Protocol):
         ...
 
 
+# -- full-text search and titles (SPEC §13, §14) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSearch:
+    """One phrase search of the stored event texts (SPEC §13), as a backend answers it.
+
+    `phrase` is the normalized query's unicode61 tokens (never empty: a query with
+    no tokens is answered by the core with nothing). An event hit matches `where`
+    (the scope), `sessions` (its session's filter, `availability` left to the core),
+    `events` (seq, time, types and surface as stored as of the whole stored log;
+    never `text`), lies in `session_id` when given (`searchEvents`), and not in a
+    session of `shadowed` (those are live: the core searches their live log).
+    Hits come in `RankKey.order()`, strictly after `after` when given, at most `limit`.
+    """
+
+    phrase: tuple[str, ...]
+    query: str
+    limit: int
+    after: RankKey | None = None
+    where: ScopeFilter | None = None
+    sessions: SessionFilter | None = None
+    events: EventFilter | None = None
+    session_id: str | None = None
+    shadowed: tuple[str, ...] = ()
+
+
+class StoredHit(NamedTuple):
+    """One matching stored event: its place in the ranking, type, and indexed text
+    (`gateway.core.words.indexable` of its §13 text), from which the core makes
+    the snippet."""
+
+    key: RankKey
+    type: str
+    text: str
+
+
+@runtime_checkable
+class SearchReads(Protocol):
+    """A backend whose writer indexes event texts in the transaction that writes them."""
+
+    async def search_events(self, search: StoredSearch) -> builtins.list[StoredHit]:
+        """The matching events, ranked (see `StoredSearch`)."""
+        ...
+
+    async def search_sessions(self, search: StoredSearch) -> builtins.list[StoredHit]:
+        """Each matching session's best event, sessions ranked by it (see `StoredSearch`)."""
+        ...
+
+
+@runtime_checkable
+class TitleReads(Protocol):
+    """A backend whose writer stores each session's title seq (SPEC §14)."""
+
+    async def load_titles(self, session_ids: Sequence[str]) -> dict[str, SessionEvent]:
+        """The last `session/title` event of each stored id that has one (one read)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a mounted backend can answer besides `list()`/`load()` (None: it cannot)."""
 
     corpus: CorpusReads | None
     derived: DerivedReads | None
+    search: SearchReads | None = None
+    titles: TitleReads | None = None
 
 
 def capabilities_of(backend: PersistenceBackend) -> Capabilities:
@@ -232,6 +295,8 @@ def capabilities_of(backend: PersistenceBackend) -> Capabilities:
     return Capabilities(
         corpus=backend if isinstance(backend, CorpusReads) else None,
         derived=backend if isinstance(backend, DerivedReads) else None,
+        search=backend if isinstance(backend, SearchReads) else None,
+        titles=backend if isinstance(backend, TitleReads) else None,
     )
 
 

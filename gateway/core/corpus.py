@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .backend import SessionFilter
+from .backend import ScopeFilter
 from .batching import Lifetime, Once
 from .errors import ErrorCode, SessionQueryError, source_conflict
 from .lineage import children_index
@@ -250,7 +250,7 @@ class Corpus:
         ordered = sorted(merged.values(), key=lambda h: (h.created_at, h.id))
         return await self.records_of(ordered)
 
-    async def _below_filter(self, session_id: str) -> SessionFilter | None:
+    async def _below_filter(self, session_id: str) -> ScopeFilter | None:
         """What a scoped backend read of this session's children must match: nothing
         (None) when unscoped or when the session lies in a granted tree (all below it
         is visible); else a cwd prefix, an id glob, or being a granted tree's root."""

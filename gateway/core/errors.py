@@ -1,6 +1,6 @@
 """The closed set of session-query errors (SPEC §5).
 
-One exception class carries one of eight codes; every layer above the core
+One exception class carries one of ten codes; every layer above the core
 (GraphQL, CLI) maps it without inventing new codes.
 """
 
@@ -18,7 +18,9 @@ class ErrorCode(StrEnum):
 
     EVENT_NOT_FOUND = "SESSION_QUERY_EVENT_NOT_FOUND"
     INVALID_CONFIG = "SESSION_QUERY_INVALID_CONFIG"
+    INVALID_FILTER = "SESSION_QUERY_INVALID_FILTER"
     INVALID_LINEAGE = "SESSION_QUERY_INVALID_LINEAGE"
+    INVALID_QUERY = "SESSION_QUERY_INVALID_QUERY"
     INVALID_SURFACE = "SESSION_QUERY_INVALID_SURFACE"
     INVALID_WINDOW = "SESSION_QUERY_INVALID_WINDOW"
     PERSISTENCE_FAILED = "SESSION_QUERY_PERSISTENCE_FAILED"

@@ -21,7 +21,7 @@ from .backend import (
     CorpusReads,
     DerivedReads,
     EventQuery,
-    SessionFilter,
+    ScopeFilter,
     StoredEvent,
     StoredSession,
     StoredTrace,
@@ -90,7 +90,7 @@ class ChildrenKey(NamedTuple):
     """The children of `parent`, only those matching `within` when given (a scope)."""
 
     parent: str
-    within: SessionFilter | None = None
+    within: ScopeFilter | None = None
 
 
 class CorpusLoaders:
@@ -119,7 +119,7 @@ class CorpusLoaders:
         reads = self.reads
 
         async def one(
-            within: SessionFilter | None, parents: list[str]
+            within: ScopeFilter | None, parents: list[str]
         ) -> dict[str, list[SessionHeader]]:
             async def call() -> dict[str, list[SessionHeader]]:
                 if within is None:  # the unscoped call, as a backend without `where` has it
@@ -129,7 +129,7 @@ class CorpusLoaders:
             return _dict("load_children", await call_backend("list children", call))
 
         async def batch(keys: Sequence[ChildrenKey]) -> dict[ChildrenKey, list[SessionHeader]]:
-            groups: dict[SessionFilter | None, list[str]] = {}
+            groups: dict[ScopeFilter | None, list[str]] = {}
             for key in keys:
                 groups.setdefault(key.within, []).append(key.parent)
             parts = await asyncio.gather(*(one(w, ids) for w, ids in groups.items()))
@@ -162,7 +162,7 @@ class CorpusLoaders:
             return _headers("load_descendancy", found)
 
         async def scoped(
-            seeds: Sequence[str], within: SessionFilter, inside: Sequence[str]
+            seeds: Sequence[str], within: ScopeFilter, inside: Sequence[str]
         ) -> Headers:
             found = await call_backend(
                 "trace lineage", lambda: reads.load_descendancy(seeds, within, inside)

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .backend import SessionFilter
+from .backend import ScopeFilter
 from .model import SessionHeader
 
 Headers = Mapping[str, SessionHeader]
@@ -51,14 +51,14 @@ class WalkSeed(NamedTuple):
     """
 
     id: str
-    within: SessionFilter | None = None
+    within: ScopeFilter | None = None
     inside: bool = False
 
 
 UnionFn = Callable[[Sequence[str]], Awaitable[Headers]]
 """A backend walk from many seeds at once, answering with the union of what they reach."""
 
-ScopedUnionFn = Callable[[Sequence[str], SessionFilter, Sequence[str]], Awaitable[Headers]]
+ScopedUnionFn = Callable[[Sequence[str], ScopeFilter, Sequence[str]], Awaitable[Headers]]
 """A scoped backend walk: seeds, the scope's filter, the seeds inside a granted tree."""
 
 
@@ -128,7 +128,7 @@ def descendancy_per_seed(
     descendants."""
 
     async def batch(keys: Sequence[WalkSeed]) -> dict[WalkSeed, Reached]:
-        groups: dict[SessionFilter | None, list[WalkSeed]] = {}
+        groups: dict[ScopeFilter | None, list[WalkSeed]] = {}
         for key in keys:
             groups.setdefault(key.within, []).append(key)
         out: dict[WalkSeed, Reached] = {}

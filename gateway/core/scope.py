@@ -15,7 +15,7 @@ The core applies a scope in one place, `gateway.core.visibility`: every
 question an observation answers behaves as if the visible sessions were the
 whole corpus. The first three grants are a property of a header alone
 (`direct`); `tree:` needs the session's ancestry, which the observation walks
-(and pushes down to the backend as a `SessionFilter`, see `gateway.core.backend`).
+(and pushes down to the backend as a `ScopeFilter`, see `gateway.core.backend`).
 """
 
 from __future__ import annotations

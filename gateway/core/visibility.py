@@ -4,7 +4,7 @@ An observation with a scope answers as if the sessions the scope makes visible
 were the whole corpus. `Visibility` is where that is decided: every way in (a
 session by id, a page, children, lineage) asks it, an invisible id fails
 exactly like an absent one, and pages, counts and walks carry the scope down
-to the backend as a `SessionFilter`. Whether a session lies in a granted tree
+to the backend as a `ScopeFilter`. Whether a session lies in a granted tree
 is decided from its ancestry in the whole (unscoped) corpus, each session's
 answer remembered; a stored ancestry is read as whole chains (the ancestry
 loader's answer for one id is that id's own chain).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from .backend import SessionFilter
+from .backend import ScopeFilter
 from .batching import Lifetime, PerKey
 from .errors import session_not_found
 from .model import SessionHeader
@@ -24,10 +24,10 @@ from .scope import Scope
 from .sources import NO_BACKEND, NOT_STORED, LiveSources, StoredSources
 
 
-def walk_filter(scope: Scope) -> SessionFilter:
+def walk_filter(scope: Scope) -> ScopeFilter:
     """The scope for a walk below a session that is not inside a granted tree: a cwd
     prefix, an id glob, or being a tree's root (whose subtree the walk then enters)."""
-    return SessionFilter(scope.cwd_prefixes, scope.id_globs, ids=tuple(sorted(scope.trees)))
+    return ScopeFilter(scope.cwd_prefixes, scope.id_globs, ids=tuple(sorted(scope.trees)))
 
 
 class Visibility:
@@ -130,7 +130,7 @@ class Visibility:
             own = await stored.listing()
         return own.get(session_id), own
 
-    async def session_filter(self) -> SessionFilter | None:
+    async def session_filter(self) -> ScopeFilter | None:
         """The scope as a backend predicate: tree seeds are the granted roots and the
         live sessions inside a granted tree (stored sessions below a live-only one)."""
         scope = self.scope
@@ -141,4 +141,4 @@ class Visibility:
             live = list(self._live.headers().values())
             inside = await asyncio.gather(*(self.tree_member(h) for h in live))
             seeds.update(h.id for h, ok in zip(live, inside, strict=True) if ok)
-        return SessionFilter(scope.cwd_prefixes, scope.id_globs, tuple(sorted(seeds)))
+        return ScopeFilter(scope.cwd_prefixes, scope.id_globs, tuple(sorted(seeds)))

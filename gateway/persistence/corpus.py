@@ -8,7 +8,7 @@ statements (id lists are chunked at `_KEY_CHUNK`), on SQLite and PostgreSQL alik
   whose first term bounds the index range so a deep page costs what it returns;
 - `count_sessions` reads the one row of `corpus_stats` that triggers keep
   equal to the number of sessions (migration 0003): a read, not a scan;
-- a scoped page or count (`SessionFilter`, SPEC §10) adds its predicate to the
+- a scoped page or count (`ScopeFilter`, SPEC §10) adds its predicate to the
   same statements: cwd prefixes by `GLOB 'prefix/*'` on SQLite and `LIKE
   'prefix/%'` on PostgreSQL (prefix escaped; both read `ix_sessions_cwd`), id
   globs by `GLOB` on SQLite and `LIKE ... ESCAPE` on PostgreSQL (both
@@ -54,7 +54,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gateway.core.backend import SessionFilter
+from gateway.core.backend import ScopeFilter
 from gateway.core.model import SessionHeader
 
 from .base import SqlBase
@@ -161,9 +161,9 @@ def _cwd_terms(
 
 
 def _filter_clause(
-    where: SessionFilter, dialect: str, *, paging: bool = False, table: Any = sessions
+    where: ScopeFilter, dialect: str, *, paging: bool = False, table: Any = sessions
 ) -> ColumnElement[bool]:
-    """The SQL predicate of a `SessionFilter` over `sessions` (see the module docstring).
+    """The SQL predicate of a `ScopeFilter` over `sessions` (see the module docstring).
 
     `paging`: on SQLite, keep the planner off `ix_sessions_cwd` (`cwd || ''`) so a page
     walks the newest-first index and stops after `limit` rows; the cwd index, taken
@@ -196,7 +196,7 @@ def _filter_clause(
 
 
 def _scoped_descendancy(
-    where: SessionFilter, dialect: str, seeds: Sequence[str], inside: Sequence[str]
+    where: ScopeFilter, dialect: str, seeds: Sequence[str], inside: Sequence[str]
 ) -> Select[Any]:
     """Headers reached from `seeds` by child links through visible sessions only.
 
@@ -205,7 +205,7 @@ def _scoped_descendancy(
     when inside or when it matches the scope's cwd prefixes or id globs.
     """
     roots = builtins.list(where.ids)
-    direct = SessionFilter(where.cwd_prefixes, where.id_globs)
+    direct = ScopeFilter(where.cwd_prefixes, where.id_globs)
     first = sessions.alias("first_child")
     first_inside = or_(first.c.parent_session.in_(builtins.list(inside)), first.c.id.in_(roots))
     anchor = select(first.c.id, case((first_inside, 1), else_=0).label("member")).where(
@@ -235,7 +235,7 @@ class SqlCorpusReads(SqlBase):
         async with self._reading() as conn:
             return await _headers_in(conn, _SELECT_HEADERS_IN, _unique(session_ids))
 
-    async def count_sessions(self, where: SessionFilter | None = None) -> int:
+    async def count_sessions(self, where: ScopeFilter | None = None) -> int:
         """How many sessions are stored (that match `where`, when given)."""
         async with self._reading() as conn:
             if where is None:
@@ -252,7 +252,7 @@ class SqlCorpusReads(SqlBase):
         return int(value or 0)
 
     async def headers_page(
-        self, after: tuple[int, str] | None, limit: int, where: SessionFilter | None = None
+        self, after: tuple[int, str] | None, limit: int, where: ScopeFilter | None = None
     ) -> builtins.list[SessionHeader]:
         """Up to `limit` headers in corpus order (createdAt descending, id ascending),
         strictly after the key `(created_at, id)` when `after` is given, only those
@@ -272,7 +272,7 @@ class SqlCorpusReads(SqlBase):
             return [_header_from_row(row) for row in result]
 
     async def load_children(
-        self, parent_ids: Sequence[str], where: SessionFilter | None = None
+        self, parent_ids: Sequence[str], where: ScopeFilter | None = None
     ) -> dict[str, builtins.list[SessionHeader]]:
         """The stored sessions whose parentSession is each id (ids with none left out),
         only those matching `where` when given; each list ordered by createdAt, then id."""
@@ -299,7 +299,7 @@ class SqlCorpusReads(SqlBase):
     async def load_descendancy(
         self,
         session_ids: Sequence[str],
-        where: SessionFilter | None = None,
+        where: ScopeFilter | None = None,
         inside: Sequence[str] = (),
     ) -> dict[str, SessionHeader]:
         """Every stored header reached from any of these ids by one or more child links,
@@ -331,7 +331,7 @@ async def _headers_in(
     return out
 
 
-async def _tree_plan(conn: AsyncConnection, where: SessionFilter) -> None:
+async def _tree_plan(conn: AsyncConnection, where: ScopeFilter) -> None:
     """A tree filter walks like a lineage read: same plan on PostgreSQL."""
     if where.tree_seeds and conn.dialect.name == "postgresql":
         await conn.execute(_PG_WALK_PLAN)
