@@ -22,6 +22,7 @@ from .errors import ErrorCode, SessionQueryError
 from .event_text import js_trim
 from .fold import EventSurface
 from .matching import normalize_query
+from .model import SessionEvent, SessionHeader
 
 MAX_FILTER_VALUES = 100
 """Most values one filter list may hold (`ids`, `cwd`, `parent`, `types`, ...)."""
@@ -157,3 +158,37 @@ def check_query(query: str, name: str = "query") -> str:
             f"{name} is {len(normalized)} characters long; at most {MAX_TEXT_LENGTH} are allowed",
         )
     return normalized
+
+
+# -- the clauses as predicates (live sessions, backends without pushdown, models) -------
+
+
+def header_matches(f: SessionFilter, header: SessionHeader) -> bool:
+    """Whether a header satisfies every clause but `availability`."""
+    if f.ids is not None and header.id not in f.ids:
+        return False
+    if f.cwd is not None and header.cwd not in f.cwd:
+        return False
+    if f.created_at is not None and not f.created_at.contains(header.created_at):
+        return False
+    return f.parent is None or header.parent_session in f.parent
+
+
+def availability_matches(f: SessionFilter, *, live: bool, persisted: bool) -> bool:
+    """Whether a session that is `live` / `persisted` now satisfies `availability`."""
+    if f.availability is None:
+        return True
+    return (Availability.LIVE in f.availability and live) or (
+        Availability.PERSISTED in f.availability and persisted
+    )
+
+
+def event_matches(f: EventFilter, event: SessionEvent, surface: EventSurface) -> bool:
+    """Whether an event (classified as of the view) satisfies every clause but `text`."""
+    if f.seq is not None and not f.seq.contains(event.seq):
+        return False
+    if f.time is not None and not f.time.contains(event.time):
+        return False
+    if f.types is not None and event.type not in f.types:
+        return False
+    return f.surface is None or surface in f.surface
