@@ -6,7 +6,10 @@ The page is a static shell: every script and stylesheet is a file under
 inline script, inline style or event-handler attribute, so it works under a
 ``default-src 'self'`` Content-Security-Policy. All data comes from ``/graphql``
 on the same origin. The few facts the scripts need from the server (where
-GraphQL is, whether it wants a bearer token) travel as ``data-`` attributes.
+GraphQL is, whether it wants a bearer token, where exports are) travel as
+``data-`` attributes. Search, filters and titles (SPEC §12-§14) are shown when
+the schema has them (the page asks once); no text from the API is ever parsed
+as markup (search highlights are ranges, turned into <mark> nodes).
 """
 
 from __future__ import annotations
@@ -17,8 +20,12 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from gateway.core.filters import MAX_TEXT_LENGTH
+
 UI_PATH = "/ui"
 UI_STATIC_PREFIX = "/static/ui"
+EXPORT_PREFIX = "/sessions"
+"""Where `GET /sessions/{id}/export` (SPEC §15) is served; the page builds its links from it."""
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -31,12 +38,19 @@ _PAGE = """<!doctype html>
     <link rel="stylesheet" href="{static}/ui.css" />
     <script src="{static}/vendor/dagre.min.js" defer></script>
     <link rel="modulepreload" href="{static}/api.js" />
+    <link rel="modulepreload" href="{static}/dom.js" />
+    <link rel="modulepreload" href="{static}/features.js" />
+    <link rel="modulepreload" href="{static}/filters.js" />
+    <link rel="modulepreload" href="{static}/highlight.js" />
+    <link rel="modulepreload" href="{static}/search.js" />
+    <link rel="modulepreload" href="{static}/export.js" />
     <link rel="modulepreload" href="{static}/lineage.js" />
     <link rel="modulepreload" href="{static}/timeline.js" />
     <link rel="modulepreload" href="{static}/live.js" />
     <script type="module" src="{static}/app.js"></script>
   </head>
-  <body data-endpoint="{endpoint}" data-auth="{auth}" data-graphiql="{graphiql}">
+  <body data-endpoint="{endpoint}" data-auth="{auth}" data-graphiql="{graphiql}"
+        data-export="{export}">
     <header class="bar">
       <h1>Session viewer</h1>
       <nav aria-label="Other pages"><a href="{graphiql}">GraphiQL</a></nav>
@@ -56,16 +70,63 @@ _PAGE = """<!doctype html>
           <button type="button" id="sessions-refresh"
                   title="Reload this page of sessions">Refresh</button>
         </div>
-        <form id="sessions-filter" class="filter" role="search">
-          <label for="filter-input">Filter by id</label>
-          <input id="filter-input" type="search"
-                 placeholder="part of an id; Enter opens an exact id" />
+        <form id="search-form" class="filter search" role="search" hidden>
+          <label for="search-input">Search what happened</label>
+          <span class="inline">
+            <input id="search-input" type="search" maxlength="{max_text}" spellcheck="false"
+                   placeholder="a word or phrase, e.g. ECONNREFUSED" />
+            <button type="submit">Search</button>
+          </span>
         </form>
-        <ul id="sessions-list" class="session-list" aria-label="Sessions, newest first"></ul>
-        <div class="pager">
-          <button type="button" id="sessions-prev">&larr; Newer</button>
-          <span id="sessions-page" class="muted"></span>
-          <button type="button" id="sessions-next">Older &rarr;</button>
+        <details id="session-filters" class="filters" hidden>
+          <summary>Filters <span id="filters-summary" class="muted"></span></summary>
+          <form id="filters-form">
+            <label for="filter-cwd">Working directory (exact; empty: any)</label>
+            <input id="filter-cwd" type="text" spellcheck="false" autocomplete="off" />
+            <fieldset>
+              <legend>Created (UTC days, inclusive)</legend>
+              <label for="filter-from">from</label>
+              <input id="filter-from" type="date" />
+              <label for="filter-to">to</label>
+              <input id="filter-to" type="date" />
+            </fieldset>
+            <fieldset>
+              <legend>Available</legend>
+              <label><input id="filter-live" type="checkbox" checked /> live</label>
+              <label><input id="filter-persisted" type="checkbox" checked /> persisted</label>
+            </fieldset>
+            <span class="inline">
+              <button type="submit">Apply</button>
+              <button type="button" id="filters-reset">Reset</button>
+            </span>
+            <p id="filters-status" class="muted" role="status"></p>
+          </form>
+        </details>
+        <div id="search-view" class="list-view" hidden>
+          <div class="sub-head">
+            <span id="search-status" class="muted" role="status"></span>
+            <button type="button" id="search-clear">Back to sessions</button>
+          </div>
+          <ol id="search-results" class="session-list hits"
+              aria-label="Sessions by best match"></ol>
+          <div class="pager">
+            <button type="button" id="search-prev">&larr; Better</button>
+            <span id="search-page" class="muted"></span>
+            <button type="button" id="search-next">More &rarr;</button>
+          </div>
+        </div>
+        <div id="list-view" class="list-view">
+          <form id="sessions-filter" class="filter" role="search">
+            <label for="filter-input">Filter by id</label>
+            <input id="filter-input" type="search"
+                   placeholder="part of an id; Enter opens an exact id" />
+          </form>
+          <ul id="sessions-list" class="session-list" aria-label="Sessions, newest first"></ul>
+          <div class="pager">
+            <button type="button" id="sessions-prev">&larr; Newer</button>
+            <span id="sessions-page" class="muted"></span>
+            <button type="button" id="sessions-next">Older &rarr;</button>
+          </div>
         </div>
       </section>
       <section id="lineage" class="panel" aria-labelledby="lineage-title">
@@ -79,8 +140,13 @@ _PAGE = """<!doctype html>
         <div class="panel-head">
           <h2 id="timeline-title">Surface</h2>
           <span id="timeline-status" class="muted" role="status"></span>
-          <button type="button" id="timeline-refresh"
-                  title="Reload the events (and what they shadow) now">Refresh</button>
+          <span class="actions">
+            <a id="export-session" class="button" hidden>Export</a>
+            <a id="export-tree" class="button" hidden
+               title="This session and every descendant you can see, as a zip">+ descendants</a>
+            <button type="button" id="timeline-refresh"
+                    title="Reload the events (and what they shadow) now">Refresh</button>
+          </span>
         </div>
         <div class="lanes-head" aria-hidden="true">
           <span>seq</span><span>CURRENT</span><span>SHADOWED</span><span>LOG_ONLY</span>
@@ -89,6 +155,23 @@ _PAGE = """<!doctype html>
              aria-label="Events by seq; arrow keys move, Enter opens"></div>
       </section>
       <aside id="detail" class="panel" aria-labelledby="detail-title">
+        <form id="event-search-form" class="filter search" role="search" hidden>
+          <label for="event-search-input">Find in this session</label>
+          <span class="inline">
+            <input id="event-search-input" type="search" maxlength="{max_text}"
+                   spellcheck="false" placeholder="a word or phrase" />
+            <button type="submit">Find</button>
+          </span>
+        </form>
+        <div id="event-search-view" hidden>
+          <div class="sub-head">
+            <span id="event-search-status" class="muted" role="status"></span>
+            <button type="button" id="event-search-clear">Close</button>
+          </div>
+          <ol id="event-search-results" class="hits event-hits"
+              aria-label="Events of this session by match"></ol>
+          <button type="button" id="event-search-more" class="more" hidden>More hits</button>
+        </div>
         <div class="panel-head"><h2 id="detail-title">Event</h2></div>
         <div id="event-detail" class="event-detail"><p class="muted">Select an event.</p></div>
         <div class="panel-head"><h2 id="surface-title">Current surface (model order)</h2></div>
@@ -105,6 +188,7 @@ def ui_html(
     static_prefix: str = UI_STATIC_PREFIX,
     auth: bool = False,
     graphiql: str = "/graphql",
+    export_prefix: str = EXPORT_PREFIX,
     title: str = "Session-query gateway · Viewer",
 ) -> str:
     """The viewer's HTML shell; ``auth`` makes it ask for a bearer token."""
@@ -114,6 +198,8 @@ def ui_html(
         endpoint=html.escape(endpoint),
         auth="on" if auth else "off",
         graphiql=html.escape(graphiql),
+        export=html.escape(export_prefix.rstrip("/")),
+        max_text=MAX_TEXT_LENGTH,
     )
 
 

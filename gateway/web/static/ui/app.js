@@ -1,10 +1,16 @@
-// The viewer page: wires the session list, the lineage, the surface timeline and
-// the event detail to /graphql, and keeps the selection in the URL
+// The viewer page: wires the session list (with its filters and the search
+// box), the lineage, the surface timeline, the event detail and the search
+// within a session to /graphql, and keeps the selection in the URL
 // (`/ui?session=ID&seq=N`) so every view can be shared and the back button works.
 
 import { Api, ApiError } from "./api.js";
+import { h, message, sessionLabel, when } from "./dom.js";
+import { downloadWithToken, exportName, exportUrl } from "./export.js";
+import { CURRENT, detectFeatures } from "./features.js";
+import { describe, sessionFilter } from "./filters.js";
 import { drawLineage } from "./lineage.js";
-import { canTail, tail } from "./live.js";
+import { tail } from "./live.js";
+import { EventSearch, SessionSearch } from "./search.js";
 import { Timeline } from "./timeline.js";
 
 const PAGE_SIZE = 25;
@@ -13,14 +19,26 @@ const LIST_REFRESH_MS = 5000;
 const SURFACE_SHOWN = 1000;
 const DATA_SHOWN = 200_000;
 
-const SESSION_FIELDS = "id live persisted header { createdAt cwd origin parentSessionId }";
-const Q_SESSIONS = `query ViewerSessions($first: Int!, $after: String) {
+const TITLE = " title { title sourceKind }";
+
+// The queries name titles and filters only when the schema has them (features.js).
+function sessionsQuery(features) {
+  const fields = `id live persisted header { createdAt cwd origin parentSessionId }${features.titles ? TITLE : ""}`;
+  if (!features.sessionFilter) {
+    return `query ViewerSessions($first: Int!, $after: String) {
   sessions(first: $first, after: $after) {
-    totalCount pageInfo { hasNextPage endCursor } nodes { ${SESSION_FIELDS} } } }`;
-const Q_TRACE = `query ViewerLineage($id: ID!) {
+    totalCount pageInfo { hasNextPage endCursor } nodes { ${fields} } } }`;
+  }
+  return `query ViewerSessions($first: Int!, $after: String, $filter: SessionFilter) {
+  sessions(first: $first, after: $after, filter: $filter) {
+    totalCount pageInfo { hasNextPage endCursor } nodes { ${fields} } } }`;
+}
+function traceQuery(features) {
+  return `query ViewerLineage($id: ID!) {
   traceSession(sessionId: $id) { complete unresolvedParentId
-    graph { nodes { id live header { createdAt origin parentSessionId } }
+    graph { nodes { id live header { createdAt origin parentSessionId }${features.titles ? TITLE : ""} }
       edges { parentId childId } } } }`;
+}
 const Q_EVENTS = `query ViewerEvents($id: ID!, $first: Int!, $after: String) {
   session(id: $id) { live }
   events(sessionId: $id, first: $first, after: $after) {
@@ -41,6 +59,7 @@ const Q_WINDOW = `query ViewerWindow($id: ID!, $seq: Int!) {
 performance.mark("ui:script-start");
 const $ = (id) => document.getElementById(id);
 const api = new Api(document.body.dataset.endpoint || "/graphql", document.body.dataset.auth === "on");
+const EXPORT_PREFIX = document.body.dataset.export || "/sessions";
 
 const state = {
   sessionId: null,
@@ -50,34 +69,12 @@ const state = {
   pageIndex: 0,
   listed: [],
   listLoading: false,
+  listTicket: 0, // bumped by every load of the list: only the latest one is drawn
   eventsLoading: false,
   tail: null, // AbortController of the running live tail
-  tailCheck: null, // Promise<boolean>: does this gateway serve sessionEvents?
+  features: null, // Promise of what this gateway's schema has (features.js)
+  filter: null, // the SessionFilter of the filters form, or null
 };
-
-function h(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key.startsWith("data-")) node.setAttribute(key, String(value));
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
-
-function when(ms) {
-  if (!Number.isFinite(ms)) return "";
-  return `${new Date(ms).toISOString().replace("T", " ").slice(0, 19)}Z`;
-}
-
-function message(error) {
-  return error instanceof ApiError || error instanceof Error ? error.message : String(error);
-}
 
 // -- auth ---------------------------------------------------------------------------
 
@@ -128,6 +125,8 @@ function setupAuth() {
     stopTail();
     state.generation++;
     $("sessions-list").replaceChildren();
+    sessionSearch.search("");
+    eventSearch.open(null);
     $("lineage-view").replaceChildren();
     timeline.reset();
     $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
@@ -145,21 +144,33 @@ function setupAuth() {
 
 // -- sessions -----------------------------------------------------------------------
 
+// A load asked for by the user (another page, another filter) supersedes the one
+// in flight; the periodic quiet refresh never does.
 async function loadSessions({ quiet = false } = {}) {
-  if (state.listLoading) return;
+  if (quiet && state.listLoading) return;
+  const ticket = ++state.listTicket;
   state.listLoading = true;
   const list = $("sessions-list");
   if (!quiet) list.setAttribute("aria-busy", "true");
+  const filter = state.filter;
   try {
-    const { data } = await api.request(Q_SESSIONS, { first: PAGE_SIZE, after: state.pages[state.pageIndex] });
+    const features = await knownFeatures();
+    const variables = { first: PAGE_SIZE, after: state.pages[state.pageIndex] };
+    if (features.sessionFilter) variables.filter = filter;
+    const { data } = await api.request(sessionsQuery(features), variables);
+    if (ticket !== state.listTicket) return;
     const conn = data.sessions;
     state.listed = conn.nodes;
     renderSessions(conn);
+    list.dataset.filter = JSON.stringify(filter);
   } catch (error) {
+    if (ticket !== state.listTicket) return;
     if (!handleAuth(error)) $("sessions-count").textContent = `Could not list sessions: ${message(error)}`;
   } finally {
-    state.listLoading = false;
-    list.removeAttribute("aria-busy");
+    if (ticket === state.listTicket) {
+      state.listLoading = false;
+      list.removeAttribute("aria-busy");
+    }
   }
 }
 
@@ -171,7 +182,7 @@ function renderSessions(conn) {
     const button = h(
       "button",
       { type: "button", class: "session", "data-session-id": s.id, "aria-current": s.id === state.sessionId ? "true" : null, title: s.id },
-      h("span", { class: "sid" }, s.id),
+      sessionLabel(s),
       h(
         "span",
         { class: "badges" },
@@ -187,7 +198,7 @@ function renderSessions(conn) {
   list.dataset.page = String(state.pageIndex);
   applyFilter();
   const from = state.pageIndex * PAGE_SIZE + (conn.nodes.length ? 1 : 0);
-  $("sessions-count").textContent = `${conn.totalCount} in all`;
+  $("sessions-count").textContent = state.filter ? `${conn.totalCount} match` : `${conn.totalCount} in all`;
   $("sessions-page").textContent = `${from}–${state.pageIndex * PAGE_SIZE + conn.nodes.length}`;
   $("sessions-prev").disabled = state.pageIndex === 0;
   $("sessions-next").disabled = !conn.pageInfo.hasNextPage;
@@ -252,6 +263,105 @@ function setupSessions() {
   }, LIST_REFRESH_MS);
 }
 
+// -- what the schema has ---------------------------------------------------------------
+
+// Asked once per start, by the first panel that needs it; the others wait on the
+// same answer. A refused token forgets the question, so the next token asks again.
+function knownFeatures() {
+  state.features ??= detectFeatures(api).then(
+    (features) => {
+      $("session-filters").hidden = !features.sessionFilter;
+      sessionSearch.enable(features);
+      eventSearch.enable(features);
+      return features;
+    },
+    (error) => {
+      state.features = null; // a refused token: ask again with the next one
+      throw error;
+    },
+  );
+  return state.features;
+}
+
+// -- filters of the session list --------------------------------------------------------
+
+function readFilters() {
+  return sessionFilter({
+    cwd: $("filter-cwd").value,
+    from: $("filter-from").value,
+    to: $("filter-to").value,
+    live: $("filter-live").checked,
+    persisted: $("filter-persisted").checked,
+  });
+}
+
+function applyFilters() {
+  const filter = readFilters();
+  const status = $("filters-status");
+  const { from, to } = filter?.createdAt ?? {};
+  if (from !== undefined && to !== undefined && from > to) {
+    status.textContent = "The first day is after the last: nothing to apply.";
+    status.className = "warn";
+    return;
+  }
+  status.textContent = "";
+  status.className = "muted";
+  state.filter = filter;
+  $("filters-summary").textContent = describe(filter);
+  // A cursor is bound to its filter: start again from the first page.
+  state.pages = [null];
+  state.pageIndex = 0;
+  loadSessions();
+  sessionSearch.setFilter(filter);
+}
+
+function setupFilters() {
+  $("filters-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    applyFilters();
+  });
+  $("filters-reset").addEventListener("click", () => {
+    $("filter-cwd").value = "";
+    $("filter-from").value = "";
+    $("filter-to").value = "";
+    $("filter-live").checked = true;
+    $("filter-persisted").checked = true;
+    applyFilters();
+  });
+}
+
+// -- export of the open session -----------------------------------------------------------
+
+function showExport(id) {
+  for (const [link, descendants] of [[$("export-session"), false], [$("export-tree"), true]]) {
+    link.href = exportUrl(EXPORT_PREFIX, id, descendants);
+    link.setAttribute("download", exportName(id, descendants));
+    link.hidden = false;
+  }
+}
+
+function setupExport() {
+  for (const link of [$("export-session"), $("export-tree")]) {
+    link.addEventListener("click", (event) => {
+      // Without auth the browser follows the link itself; with auth the token must go along.
+      if (!api.authOn) return;
+      event.preventDefault();
+      const status = $("timeline-status");
+      const before = status.textContent;
+      status.textContent = "Exporting…";
+      downloadWithToken(api, link).then(
+        (bytes) => {
+          status.textContent = `${before} · exported ${bytes} bytes`;
+        },
+        (error) => {
+          if (error.status === 401) handleAuth(new ApiError(error.message, 401, "UNAUTHENTICATED"));
+          status.textContent = `Export failed: ${message(error)}`;
+        },
+      );
+    });
+  }
+}
+
 // -- one session ----------------------------------------------------------------------
 
 function url(sessionId, seq) {
@@ -272,6 +382,8 @@ function openSession(id, { push = true, seq = null } = {}) {
   document.title = `${id} · Session viewer`;
   $("lineage-title").textContent = `Lineage of ${id}`;
   $("timeline-title").textContent = `Surface of ${id}`;
+  showExport(id);
+  eventSearch.open(id);
   $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
   timeline.reset();
   // What the URL asks to see goes first; the rest waits for those answers so it
@@ -290,7 +402,7 @@ async function loadLineage(id, generation) {
   view.dataset.state = "loading";
   view.replaceChildren();
   try {
-    const { data } = await api.request(Q_TRACE, { id });
+    const { data } = await api.request(traceQuery(await knownFeatures()), { id });
     if (generation !== state.generation) return;
     performance.mark("ui:lineage-answer");
     const trace = data.traceSession;
@@ -395,8 +507,8 @@ function stopTail() {
 
 async function startTail(id, generation, events, pairs) {
   stopTail();
-  state.tailCheck ??= canTail(api);
-  if (!(await state.tailCheck) || generation !== state.generation) return;
+  const features = await knownFeatures().catch(() => CURRENT);
+  if (!features.tail || generation !== state.generation) return;
   const controller = new AbortController();
   state.tail = controller;
   const view = $("timeline-view");
@@ -570,6 +682,43 @@ function renderEvent(ev, around) {
 
 const timeline = new Timeline($("timeline-view"), { onOpen: (seq) => openEvent(seq) });
 
+const sessionSearch = new SessionSearch(
+  api,
+  {
+    form: $("search-form"),
+    input: $("search-input"),
+    view: $("search-view"),
+    list: $("search-results"),
+    status: $("search-status"),
+    prev: $("search-prev"),
+    next: $("search-next"),
+    page: $("search-page"),
+    clear: $("search-clear"),
+  },
+  {
+    // A hit in the session already open only moves the selection.
+    onOpen: (id, seq) => (id === state.sessionId ? openEvent(seq) : openSession(id, { seq })),
+    onAuth: handleAuth,
+    onShow: (searching) => {
+      $("list-view").hidden = searching;
+    },
+  },
+);
+
+const eventSearch = new EventSearch(
+  api,
+  {
+    form: $("event-search-form"),
+    input: $("event-search-input"),
+    view: $("event-search-view"),
+    list: $("event-search-results"),
+    status: $("event-search-status"),
+    more: $("event-search-more"),
+    clear: $("event-search-clear"),
+  },
+  { onSelect: (seq) => openEvent(seq), onAuth: handleAuth },
+);
+
 function setupLinks() {
   for (const panel of [$("event-detail"), $("surface-list")]) {
     panel.addEventListener("click", (event) => {
@@ -614,12 +763,14 @@ function applyUrl() {
 
 function start() {
   state.sessionId = null;
-  state.tailCheck = null;
+  state.features = null;
   const opening = applyUrl();
   Promise.resolve(opening).finally(() => loadSessions());
 }
 
 setupSessions();
+setupFilters();
+setupExport();
 setupLinks();
 window.addEventListener("popstate", applyUrl);
 if (setupAuth()) start();

@@ -7,11 +7,15 @@
 // sweeps, which a preorder tree does not need and which dominate its time at
 // 1,000 nodes. An incomplete chain (a parent missing
 // from the corpus, or outside the token's scope) gets a dashed ghost node.
+// A session with a title (SPEC §14) is labelled by it, its id below, smaller;
+// titles are set as text after the markup is parsed, never written into it.
 
 const SVG = "http://www.w3.org/2000/svg";
 const NODE_W = 164;
-const NODE_H = 30;
+const NODE_H_PLAIN = 30;
+const TITLED_H = 40; // a title line and the id line
 const LABEL_CHARS = 21;
+const ID_CHARS = 26; // the id line is smaller
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -121,8 +125,9 @@ function preorderRanks(g) {
   }
 }
 
-function shortLabel(id) {
-  return id.length > LABEL_CHARS ? `${id.slice(0, LABEL_CHARS - 1)}…` : id;
+function shortLabel(text, chars = LABEL_CHARS) {
+  const points = Array.from(text); // never cut a character outside the BMP in two
+  return points.length > chars ? `${points.slice(0, chars - 1).join("")}…` : text;
 }
 
 function when(ms) {
@@ -131,6 +136,8 @@ function when(ms) {
 
 export function drawLineage(container, trace, targetId, onOpen) {
   const model = lineageModel(trace);
+  const titled = model.nodes.some((n) => n.session?.title?.title);
+  const NODE_H = titled ? TITLED_H : NODE_H_PLAIN;
   const g = new window.dagre.graphlib.Graph();
   g.setGraph({ rankdir: "LR", nodesep: 10, ranksep: 30, marginx: 12, marginy: 12, ranker: topDownRanks });
   g.setDefaultEdgeLabel(() => ({}));
@@ -201,7 +208,10 @@ export function drawLineage(container, trace, targetId, onOpen) {
         `data-session-id="${esc(n.id)}" ${role}><title>${esc(title)}</title>` +
         `<rect width="${NODE_W}" height="${NODE_H}" rx="5"/>` +
         (n.session?.live ? `<circle cx="${NODE_W - 9}" cy="9" r="4" class="live-dot"/>` : "") +
-        `<text x="8" y="${NODE_H / 2 + 4}">${esc(n.ghost ? `? ${shortLabel(n.id)}` : shortLabel(n.id))}</text></g>`,
+        (n.session?.title?.title
+          ? `<text x="8" y="16" class="node-title"></text>` +
+            `<text x="8" y="31" class="node-id">${esc(shortLabel(n.id, ID_CHARS))}</text></g>`
+          : `<text x="8" y="${NODE_H / 2 + 4}">${esc(n.ghost ? `? ${shortLabel(n.id)}` : shortLabel(n.id))}</text></g>`),
     );
     if (n.id === targetId) targetBox = { x: box.x, y: box.y };
   }
@@ -209,6 +219,18 @@ export function drawLineage(container, trace, targetId, onOpen) {
   const holder = document.createElement("div");
   holder.innerHTML = out.join("");
   const svg = holder.firstElementChild;
+  if (titled) {
+    const drawn = svg.querySelectorAll("g.node");
+    model.nodes.forEach((n, i) => {
+      const title = n.session?.title?.title;
+      if (!title) return;
+      const node = drawn[i];
+      node.dataset.title = title;
+      node.querySelector("text.node-title").textContent = shortLabel(title);
+      node.querySelector("title").textContent = `${title}\n${node.querySelector("title").textContent}`;
+      node.setAttribute("aria-label", `Open session ${title} (${n.id})${n.id === targetId ? " (shown)" : ""}`);
+    });
+  }
 
   // One listener each for the whole drawing (a thousand nodes need no thousand closures).
   const openFrom = (event) => {
