@@ -8,7 +8,8 @@
 * :func:`run_ui_check` drives the viewer page (/ui) through a scenario
   (``ui_check.mjs``);
 * :func:`run_subscription` subscribes with the npm ``graphql-ws`` client
-  (``subscribe.mjs``).
+  (``subscribe.mjs``);
+* :func:`run_ui_modules` runs the viewer's pure modules on cases (``ui_modules.mjs``).
 
 Every subprocess is bounded by a timeout.
 """
@@ -233,4 +234,20 @@ def run_subscription(spec: dict[str, Any], timeout: float = SUBSCRIBE_TIMEOUT_S)
     Returns ``{"results": [...], "completed": bool, "error": ..., "closeCode": ...}``.
     """
     data: dict[str, Any] = _run_node_json(["subscribe.mjs", json.dumps(spec)], timeout)
+    return data
+
+
+UI_MODULES_TIMEOUT_S = 60
+
+
+def run_ui_modules(cases: dict[str, Any], timeout: float = UI_MODULES_TIMEOUT_S) -> dict[str, Any]:
+    """Run the viewer's DOM-free modules (highlight, filters, export) on ``cases``
+    (see ``ui_modules.mjs``) in Node; returns their answers by kind."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
+        json.dump(cases, f)
+        path = f.name
+    try:
+        data: dict[str, Any] = _run_node_json(["ui_modules.mjs", path], timeout)
+    finally:
+        os.unlink(path)
     return data

@@ -10,7 +10,7 @@
 // The file name a download gets: the id with every character outside
 // [A-Za-z0-9_-] written "_" (as the zip names its entries).
 export function exportName(sessionId, descendants) {
-  const safe = sessionId.replace(/[^A-Za-z0-9_-]/g, "_") || "session";
+  const safe = sessionId.replace(/[^A-Za-z0-9_-]/gu, "_") || "session";
   return descendants ? `${safe}.zip` : `${safe}.jsonl`;
 }
 
