@@ -10,6 +10,9 @@
 //   {"eval": JS_EXPRESSION, "as": NAME}     store the (awaited) value under results[NAME]
 //   {"screenshot": PATH, "selector"?: SELECTOR}
 //   {"back": true}                          history back, wait for the URL to change
+//   {"download": SELECTOR, "saveAs": PATH, "as"?: NAME}
+//                                           click, wait for the download it starts, save
+//                                           it to PATH; results[NAME] = {filename, url}
 // Prints one JSON document: {ok, results, consoleErrors, requests, offOrigin,
 // httpErrors, error, step}. Every request the page makes is recorded in
 // `requests`; those to another origin are aborted and listed in `offOrigin`.
@@ -104,6 +107,15 @@ try {
       } else if ("screenshot" in step) {
         const target = step.selector ? page.locator(step.selector).first() : page;
         await target.screenshot({ path: step.screenshot });
+      } else if ("download" in step) {
+        const [download] = await Promise.all([
+          page.waitForEvent("download"),
+          page.locator(step.download).first().click(),
+        ]);
+        await download.saveAs(step.saveAs);
+        const failure = await download.failure();
+        if (failure) throw new Error(`download failed: ${failure}`);
+        report.results[step.as ?? "download"] = { filename: download.suggestedFilename(), url: download.url() };
       } else if ("back" in step) {
         const before = page.url();
         await page.goBack();
