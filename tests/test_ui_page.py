@@ -14,9 +14,11 @@ from typing import Any
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.commands.serve import banner
+from gateway.core.filters import MAX_TEXT_LENGTH
 from gateway.server.config import GatewayConfig
 from gateway.server.principal import Principal, Unauthenticated
 from gateway.web.graphiql import STATIC_DIR
+from gateway.web.ui import ui_html
 from tests.test_graphql_helpers import client
 
 UI_DIR = STATIC_DIR / "ui"
@@ -154,3 +156,61 @@ def test_shell_file_list_is_what_the_wheel_ships() -> None:
             "/", "."
         )
         assert dotted in packages, dotted
+
+
+class _Controls(HTMLParser):
+    """The shell's inputs and what labels them (a `for` or an enclosing label)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: list[dict[str, str | None]] = []
+        self.label_for: set[str] = set()
+        self.wrapped: set[str] = set()
+        self._open_labels = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "label":
+            self._open_labels += 1
+            if found.get("for"):
+                self.label_for.add(str(found["for"]))
+        elif tag == "input":
+            self.inputs.append(found)
+            if self._open_labels and found.get("id"):
+                self.wrapped.add(str(found["id"]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "label":
+            self._open_labels -= 1
+
+
+def test_every_search_and_filter_control_has_a_label_and_the_texts_bound() -> None:
+    controls = _Controls()
+    controls.feed(ui_html())
+    ids = {str(i.get("id")) for i in controls.inputs}
+    assert {
+        "search-input",
+        "filter-cwd",
+        "filter-from",
+        "filter-to",
+        "filter-live",
+        "filter-persisted",
+        "event-search-input",
+    } <= ids
+    unlabelled = ids - controls.label_for - controls.wrapped
+    assert unlabelled == set()
+    for field in controls.inputs:
+        if field.get("id") in ("search-input", "event-search-input"):
+            assert field.get("maxlength") == str(MAX_TEXT_LENGTH)  # SPEC §13's query bound
+
+
+def test_shell_preloads_every_module_and_names_the_export_route() -> None:
+    shell = _Shell()
+    shell.feed(ui_html())
+    preloaded = {
+        str(link["href"]).rsplit("/", 1)[-1]
+        for link in shell.links
+        if link.get("rel") == "modulepreload"
+    }
+    assert preloaded == {p.name for p in UI_DIR.glob("*.js")} - {"app.js"}
+    assert shell.body["data-export"] == "/sessions"  # GET /sessions/{id}/export, SPEC §15

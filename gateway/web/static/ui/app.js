@@ -4,7 +4,7 @@
 // (`/ui?session=ID&seq=N`) so every view can be shared and the back button works.
 
 import { Api, ApiError } from "./api.js";
-import { h, message, sessionLabel, when } from "./dom.js";
+import { arrowKeys, h, message, sessionLabel, when } from "./dom.js";
 import { downloadWithToken, exportName, exportUrl } from "./export.js";
 import { CURRENT, detectFeatures } from "./features.js";
 import { describe, sessionFilter } from "./filters.js";
@@ -227,16 +227,7 @@ function setupSessions() {
     const button = event.target.closest("button.session");
     if (button) openSession(button.dataset.sessionId);
   });
-  list.addEventListener("keydown", (event) => {
-    if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return;
-    const buttons = [...list.querySelectorAll("li:not([hidden]) button.session")];
-    const at = buttons.indexOf(document.activeElement);
-    const next = buttons[Math.min(buttons.length - 1, Math.max(0, at + (event.key === "ArrowDown" ? 1 : -1)))];
-    if (next) {
-      event.preventDefault();
-      next.focus();
-    }
-  });
+  arrowKeys(list, "li:not([hidden]) button.session");
   $("sessions-next").addEventListener("click", () => {
     if (!state.nextCursor) return;
     state.pages = state.pages.slice(0, state.pageIndex + 1);

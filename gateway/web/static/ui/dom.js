@@ -38,3 +38,17 @@ export function sessionLabel(session) {
     h("small", { class: "sid" }, session.id),
   );
 }
+
+// ArrowUp/ArrowDown move the focus between the `selector` buttons of `list`.
+export function arrowKeys(list, selector) {
+  list.addEventListener("keydown", (event) => {
+    if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return;
+    const buttons = [...list.querySelectorAll(selector)];
+    const at = buttons.indexOf(document.activeElement);
+    const next = buttons[Math.min(buttons.length - 1, Math.max(0, at + (event.key === "ArrowDown" ? 1 : -1)))];
+    if (next) {
+      event.preventDefault();
+      next.focus();
+    }
+  });
+}

@@ -5,7 +5,7 @@
 // Pages follow the API's cursors and nothing else: the order, the snippets and
 // the highlights are the API's, shown as they come.
 
-import { h, message, sessionLabel, when } from "./dom.js";
+import { arrowKeys, h, message, sessionLabel, when } from "./dom.js";
 import { markedSnippet } from "./highlight.js";
 
 export const SEARCH_PAGE = 20;
@@ -58,6 +58,7 @@ export class SessionSearch {
       const hit = event.target.closest("button.hit");
       if (hit) this.onOpen(hit.dataset.sessionId, Number(hit.dataset.seq));
     });
+    arrowKeys(els.list, "button.hit");
     els.next.addEventListener("click", () => {
       if (!this.nextCursor) return;
       this.pages = this.pages.slice(0, this.pageIndex + 1);
@@ -202,6 +203,7 @@ export class EventSearch {
       const hit = event.target.closest("button.hit");
       if (hit) this.onSelect(Number(hit.dataset.seq));
     });
+    arrowKeys(els.list, "button.hit");
   }
 
   enable(features) {
