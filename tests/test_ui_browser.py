@@ -556,26 +556,47 @@ def test_with_auth_the_token_field_unlocks_the_scoped_corpus(
 
 def test_screenshots_of_each_view(gateway: Gateway, tmp_path: Path) -> None:
     """The README's pictures: the session list with demo-root's lineage, its surface
-    with an event open, and an incomplete lineage. Written to SESSION_GATEWAY_UI_SCREENSHOTS
-    too when set."""
+    with an event open, an incomplete lineage, and (when the gateway searches) the
+    search box's results with a hit open and found again within its session. Written
+    to SESSION_GATEWAY_UI_SCREENSHOTS too when set."""
     events = gateway.events("demo-root")
     seq = next(e["seq"] for e in events if e["replacedBy"] is not None)
-    shots = {name: tmp_path / f"ui-{name}.png" for name in ("overview", "surface", "orphan")}
-    _drive(
-        gateway,
-        [
-            {"goto": f"/ui?session=demo-root&seq={seq}"},
-            {"waitFor": '#timeline-view[data-state="complete"]'},
-            {"waitFor": f'#event-detail[data-seq="{seq}"]'},
-            {"fill": ["#filter-input", "demo-"]},
-            {"screenshot": str(shots["overview"])},
-            {"screenshot": str(shots["surface"]), "selector": "#timeline"},
-            {"goto": "/ui?session=demo-orphan-child"},
-            {"waitFor": '#lineage-view[data-state="complete"]'},
-            {"waitFor": '#timeline-view[data-state="complete"]'},
-            {"screenshot": str(shots["orphan"]), "selector": "#lineage"},
-        ],
-    )
+    names = ["overview", "surface", "orphan"]
+    fields = gateway.gql("{ __schema { queryType { fields { name } } } }")["__schema"]
+    searches = {"searchSessions", "searchEvents"} <= {
+        f["name"] for f in fields["queryType"]["fields"]
+    }
+    if searches:
+        names.append("search")
+    shots = {name: tmp_path / f"ui-{name}.png" for name in names}
+    steps: list[dict[str, Any]] = [
+        {"goto": f"/ui?session=demo-root&seq={seq}"},
+        {"waitFor": '#timeline-view[data-state="complete"]'},
+        {"waitFor": f'#event-detail[data-seq="{seq}"]'},
+        {"fill": ["#filter-input", "demo-"]},
+        {"screenshot": str(shots["overview"])},
+        {"screenshot": str(shots["surface"]), "selector": "#timeline"},
+        {"goto": "/ui?session=demo-orphan-child"},
+        {"waitFor": '#lineage-view[data-state="complete"]'},
+        {"waitFor": '#timeline-view[data-state="complete"]'},
+        {"screenshot": str(shots["orphan"]), "selector": "#lineage"},
+    ]
+    if searches:
+        steps += [
+            {"goto": "/ui"},
+            {"waitFor": "#search-form:not([hidden])"},
+            {"fill": ["#search-input", "ECONNREFUSED"]},
+            {"press": "Enter"},
+            {"waitFor": '#search-results[data-page="0"] button.hit'},
+            {"click": "#search-results button.hit"},
+            {"waitFor": "#event-detail[data-seq]"},
+            {"waitFor": "#event-search-form:not([hidden])"},
+            {"fill": ["#event-search-input", "ECONNREFUSED"]},
+            {"press": "Enter"},
+            {"waitFor": '#event-search-results[data-state="complete"]'},
+            {"screenshot": str(shots["search"])},
+        ]
+    _drive(gateway, steps)
     for path in shots.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5_000
     target = os.environ.get(SCREENSHOTS_ENV)
