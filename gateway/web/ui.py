@@ -133,6 +133,12 @@ _PAGE = """<!doctype html>
         <div class="panel-head">
           <h2 id="lineage-title">Lineage</h2>
           <span id="lineage-status" class="muted" role="status"></span>
+          <span class="actions">
+            <a id="export-session" class="button" hidden
+               title="This session as a dsh JSONL artifact">Export</a>
+            <a id="export-tree" class="button" hidden
+               title="This session and every descendant you can see, as a zip">+ descendants</a>
+          </span>
         </div>
         <div id="lineage-view" class="lineage-view" tabindex="-1"></div>
       </section>
@@ -140,13 +146,8 @@ _PAGE = """<!doctype html>
         <div class="panel-head">
           <h2 id="timeline-title">Surface</h2>
           <span id="timeline-status" class="muted" role="status"></span>
-          <span class="actions">
-            <a id="export-session" class="button" hidden>Export</a>
-            <a id="export-tree" class="button" hidden
-               title="This session and every descendant you can see, as a zip">+ descendants</a>
-            <button type="button" id="timeline-refresh"
-                    title="Reload the events (and what they shadow) now">Refresh</button>
-          </span>
+          <button type="button" id="timeline-refresh"
+                  title="Reload the events (and what they shadow) now">Refresh</button>
         </div>
         <div class="lanes-head" aria-hidden="true">
           <span>seq</span><span>CURRENT</span><span>SHADOWED</span><span>LOG_ONLY</span>
