@@ -15,6 +15,7 @@ const NODE_W = 164;
 const NODE_H_PLAIN = 30;
 const TITLED_H = 40; // a title line and the id line
 const LABEL_CHARS = 21;
+const TITLE_CHARS = 19; // the title line is bold
 const ID_CHARS = 26; // the id line is smaller
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -226,7 +227,7 @@ export function drawLineage(container, trace, targetId, onOpen) {
       if (!title) return;
       const node = drawn[i];
       node.dataset.title = title;
-      node.querySelector("text.node-title").textContent = shortLabel(title);
+      node.querySelector("text.node-title").textContent = shortLabel(title, TITLE_CHARS);
       node.querySelector("title").textContent = `${title}\n${node.querySelector("title").textContent}`;
       node.setAttribute("aria-label", `Open session ${title} (${n.id})${n.id === targetId ? " (shown)" : ""}`);
     });
