@@ -263,6 +263,30 @@ def test_a_search_hit_opens_its_session_with_the_best_match_selected(
     assert json.loads(got["data"]) == event["data"]
 
 
+def test_with_auth_the_search_shows_only_what_the_token_may_see(
+    served: tuple[Gateway, Gateway, Gateway],
+) -> None:
+    gateway = served[1]  # its token sees demo-root's tree only (scope applies first)
+    _require(gateway, query="searchSessions")
+    truth = _api_search_pages(gateway, WORD, 1)[0]
+    assert truth and all(h["id"].startswith("demo-") for h in truth)
+    got = _drive(
+        gateway,
+        [
+            {"goto": "/ui"},
+            {"waitFor": "#token-form:not([hidden])"},
+            {"fill": ["#token-input", gateway.token]},
+            {"press": "Enter"},
+            {"waitFor": "#search-form:not([hidden])"},
+            {"fill": ["#search-input", WORD]},
+            {"press": "Enter"},
+            {"waitFor": '#search-results[data-page="0"]'},
+            {"eval": SHOWN_HITS, "as": "hits"},
+        ],
+    )
+    assert got["hits"] == truth
+
+
 FIND = """query($id: ID!, $q: String!, $first: Int!, $after: String) {
   searchEvents(sessionId: $id, query: $q, first: $first, after: $after) {
     pageInfo { hasNextPage endCursor }
