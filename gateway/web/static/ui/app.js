@@ -337,7 +337,7 @@ function setupExport() {
       // Without auth the browser follows the link itself; with auth the token must go along.
       if (!api.authOn) return;
       event.preventDefault();
-      const status = $("timeline-status");
+      const status = $("lineage-status");
       const before = status.textContent;
       status.textContent = "Exporting…";
       downloadWithToken(api, link).then(

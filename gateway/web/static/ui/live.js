@@ -6,20 +6,12 @@
 // and cannot send the Authorization header a token needs. Written by hand rather
 // than vendoring the graphql-sse client: the page needs one subscription in one
 // mode, which is this much frame parsing, and no bundler to pull a package in.
+// Whether the gateway serves the subscription at all is asked with the page's
+// other features (features.js).
 
 const SUBSCRIPTION = `subscription ViewerTail($id: ID!, $after: Int) {
   sessionEvents(sessionId: $id, afterSeq: $after) {
     seq type time surface surfaceOp { kind start end } replacedEvents { seq } } }`;
-
-// Whether this gateway serves the subscription (asked once; older gateways do not).
-export async function canTail(api) {
-  try {
-    const { data } = await api.request("query ViewerFeatures { __schema { subscriptionType { fields { name } } } }");
-    return Boolean(data.__schema.subscriptionType?.fields.some((f) => f.name === "sessionEvents"));
-  } catch {
-    return false;
-  }
-}
 
 function* frames(buffer) {
   // Yields [event, data] for each complete frame; the caller keeps the rest.
