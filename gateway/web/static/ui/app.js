@@ -398,6 +398,8 @@ async function loadLineage(id, generation) {
     performance.mark("ui:lineage-answer");
     const trace = data.traceSession;
     drawLineage(view, trace, id, (other) => openSession(other));
+    const title = trace.graph.nodes.find((n) => n.id === id)?.title?.title;
+    if (title) document.title = `${title} (${id}) · Session viewer`;
     performance.mark("ui:lineage-drawn");
     view.dataset.state = "complete";
     const n = trace.graph.nodes.length;
