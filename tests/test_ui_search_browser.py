@@ -252,6 +252,18 @@ def test_a_search_hit_opens_its_session_with_the_best_match_selected(
             {"waitFor": f'#timeline-view .row.selected[data-seq="{seq}"]'},
             {"eval": "location.search", "as": "url"},
             {"eval": "document.querySelector('#event-detail pre.json').textContent", "as": "data"},
+            {"back": True},  # to the search alone: its results are still shown
+            {"eval": "location.search", "as": "searchUrl"},
+            {"eval": SHOWN_HITS, "as": "afterBack"},
+            {"back": True},  # to before the search: the list again
+            {"waitFor": "#search-view[hidden]", "state": "attached"},
+            {
+                "eval": "[location.search, document.getElementById('search-input').value]",
+                "as": "start",
+            },
+            {"goto": f"/ui?q={WORD}"},  # a search is a shareable URL
+            {"waitFor": '#search-results[data-page="0"]'},
+            {"eval": SHOWN_HITS, "as": "shared"},
         ],
     )
     event = gateway.gql(
@@ -259,8 +271,11 @@ def test_a_search_hit_opens_its_session_with_the_best_match_selected(
         id=UNICODE,
         seq=seq,
     )["event"]
-    assert got["url"] == f"?session={UNICODE}&seq={seq}"
+    assert got["url"] == f"?session={UNICODE}&seq={seq}&q={WORD}"
     assert json.loads(got["data"]) == event["data"]
+    assert got["searchUrl"] == f"?q={WORD}"
+    assert got["afterBack"] == got["shared"] == first
+    assert got["start"] == ["", ""]
 
 
 def test_with_auth_the_search_shows_only_what_the_token_may_see(

@@ -1,7 +1,8 @@
 // The viewer page: wires the session list (with its filters and the search
 // box), the lineage, the surface timeline, the event detail and the search
 // within a session to /graphql, and keeps the selection in the URL
-// (`/ui?session=ID&seq=N`) so every view can be shared and the back button works.
+// (`/ui?session=ID&seq=N&q=SEARCH`) so every view can be shared and the back
+// button works.
 
 import { Api, ApiError } from "./api.js";
 import { arrowKeys, h, message, sessionLabel, when } from "./dom.js";
@@ -359,6 +360,7 @@ function url(sessionId, seq) {
   const params = new URLSearchParams();
   if (sessionId !== null) params.set("session", sessionId);
   if (seq !== null) params.set("seq", String(seq));
+  if (sessionSearch.active) params.set("q", sessionSearch.query);
   const query = params.toString();
   return `${location.pathname}${query ? `?${query}` : ""}`;
 }
@@ -695,6 +697,9 @@ const sessionSearch = new SessionSearch(
     onShow: (searching) => {
       $("list-view").hidden = searching;
     },
+    // Each search is a history entry, like each session and event opened.
+    onSearch: () => history.pushState({}, "", url(state.sessionId, state.seq)),
+    features: () => knownFeatures(),
   },
 );
 
@@ -733,11 +738,12 @@ function readUrl() {
   const session = params.get("session");
   const seqText = params.get("seq");
   const seq = seqText !== null && /^\d+$/.test(seqText) ? Number(seqText) : null;
-  return { session: session || null, seq };
+  return { session: session || null, seq, q: (params.get("q") ?? "").trim() };
 }
 
 function applyUrl() {
-  const { session, seq } = readUrl();
+  const { session, seq, q } = readUrl();
+  if (q !== sessionSearch.query) sessionSearch.search(q);
   if (session === null) {
     state.sessionId = null;
     state.seq = null;

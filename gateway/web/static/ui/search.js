@@ -34,14 +34,17 @@ function hitMeta(event) {
 // The search box of the sessions panel and its pages of results.
 export class SessionSearch {
   // els: {form, input, view, list, status, prev, next, page, clear}; onOpen(id, seq);
-  // onAuth(error) -> true when the error was a missing/refused token; onShow(bool).
-  constructor(api, els, { onOpen, onAuth, onShow }) {
+  // onAuth(error) -> true when the error was a missing/refused token; onShow(bool);
+  // onSearch(query): the user asked a new search (or cleared it); features() ->
+  // Promise of what the schema has.
+  constructor(api, els, { onOpen, onAuth, onShow, onSearch, features }) {
     this.api = api;
     this.els = els;
     this.onOpen = onOpen;
     this.onAuth = onAuth;
     this.onShow = onShow;
-    this.features = null;
+    this.onSearch = onSearch;
+    this.features = features;
     this.filter = null;
     this.query = "";
     this.generation = 0;
@@ -49,10 +52,11 @@ export class SessionSearch {
     els.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.search(els.input.value);
+      this.onSearch(this.query);
     });
     els.clear.addEventListener("click", () => {
-      els.input.value = "";
       this.search("");
+      this.onSearch(this.query);
     });
     els.list.addEventListener("click", (event) => {
       const hit = event.target.closest("button.hit");
@@ -84,7 +88,6 @@ export class SessionSearch {
   }
 
   enable(features) {
-    this.features = features;
     this.els.form.hidden = !features.searchSessions;
   }
 
@@ -98,8 +101,10 @@ export class SessionSearch {
     }
   }
 
+  // Show the results for `text` (from the box, or from the URL: the box shows it too).
   search(text) {
     this.query = text.trim();
+    if (this.els.input.value.trim() !== this.query) this.els.input.value = this.query;
     this.reset();
     this.generation++;
     this.els.view.hidden = !this.active;
@@ -119,7 +124,10 @@ export class SessionSearch {
     status.textContent = "Searching…";
     status.className = "muted";
     try {
-      const { data } = await this.api.request(sessionsQuery(this.features), {
+      const features = await this.features();
+      if (generation !== this.generation) return;
+      if (!features.searchSessions) throw new Error("this gateway does not search (no searchSessions)");
+      const { data } = await this.api.request(sessionsQuery(features), {
         query: this.query,
         filter: this.filter,
         first: SEARCH_PAGE,
