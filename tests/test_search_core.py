@@ -30,7 +30,7 @@ from gateway import (
 )
 from gateway.core import EventSurface, SessionEvent, SessionHeader, fold_surface, search
 from gateway.core.backend import StoredHit, StoredSearch
-from gateway.core.matching import Span, query_terms, snippet, text_spans
+from gateway.core.matching import Span, phrase_spans, query_terms, snippet, text_spans
 from gateway.persistence import SqlPersistence, migrate
 from tests.backends import Scripted
 from tests.search_model import (
@@ -667,6 +667,10 @@ def test_live_index_made_at_commit_equals_the_text_and_words_of_each_event(
             continue
         assert indexed is not None and indexed.text == indexable(text)
         assert indexed.words() == words(text) and len(indexed.text) == len(text)
+        for size in (1, 2, 3):
+            for start in range(len(indexed.terms)):
+                phrase = indexed.terms[start : start + size]
+                assert indexed.match_count(phrase) == len(phrase_spans(words(text), phrase))
 
 
 def test_search_on_the_real_artifacts_finds_words_known_to_be_in_them() -> None:

@@ -7,7 +7,7 @@ read by a backend without an index (`list()`/`load()` only) is indexed the same
 way when it is searched, so both paths match with the same code.
 
 The words are kept compact: the folded terms (interned, so a log's repeated
-words share one string) and their code-point bounds in one array, instead of a
+words share one string) and their code-point bounds in two arrays, instead of a
 `Word` tuple per token (~120 bytes each); `words()` rebuilds the `Word`s only
 for an event that holds every term of the phrase.
 """
@@ -30,8 +30,10 @@ class IndexedText(NamedTuple):
     text: str
     terms: tuple[str, ...]
     """The folded tokens in order (unicode61, as `words()` gives them)."""
-    bounds: array[int]
-    """Code-point `start, end` of each token, flattened: token i is `bounds[2i:2i+2]`."""
+    starts: array[int]
+    """Where each token starts (code points)."""
+    ends: array[int]
+    """Where each token ends (code points, exclusive)."""
 
     @property
     def length(self) -> int:
@@ -40,8 +42,33 @@ class IndexedText(NamedTuple):
 
     def words(self) -> list[Word]:
         """The tokens as `words.words(text)` gives them."""
-        b = self.bounds
-        return [Word(b[2 * i], b[2 * i + 1], t) for i, t in enumerate(self.terms)]
+        return [Word(s, e, t) for s, e, t in zip(self.starts, self.ends, self.terms, strict=True)]
+
+    def match_count(self, phrase: Sequence[str]) -> int:
+        """`len(self.spans(phrase))` without making the spans: C-speed scans of the terms
+        (a search ranks every match but makes spans for the page only). An occurrence
+        starting at or before the end of the previous one is merged into it, as
+        `matching.phrase_spans` merges them."""
+        terms, n = self.terms, len(phrase)
+        if n == 0:
+            return 0
+        first = phrase[0]
+        if n == 1:  # one-token occurrences never overlap
+            return terms.count(first)
+        if any(t not in terms for t in phrase):
+            return 0
+        target = tuple(phrase)
+        count, end, i = 0, -1, 0
+        while True:
+            try:
+                i = terms.index(first, i)
+            except ValueError:
+                return count
+            if terms[i : i + n] == target:
+                if i > end:
+                    count += 1
+                end = i + n - 1
+            i += 1
 
     def spans(self, phrase: Sequence[str]) -> list[Span]:
         """The merged phrase matches (`matching.phrase_spans`); `len()` is matchCount.
@@ -58,10 +85,10 @@ def index_text(text: str) -> IndexedText | None:
         return None
     clean = indexable(text)
     found = tokens(clean)
-    intern = sys.intern
-    terms = tuple([intern(t) for _, _, t in found])
-    bounds = array("I", [b for s, e, _ in found for b in (s, e)])
-    return IndexedText(clean, terms, bounds)
+    if not found:
+        return IndexedText(clean, (), array("I"), array("I"))
+    starts, ends, terms = zip(*found, strict=True)
+    return IndexedText(clean, tuple(map(sys.intern, terms)), array("I", starts), array("I", ends))
 
 
 def index_event(event_type: str, data: object) -> IndexedText | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -49,7 +50,7 @@ from .filters import (
 from .fold import EventSurface
 from .indexed_text import IndexedText, index_event
 from .loaders import call_backend
-from .matching import RankKey, Span, TextRange, query_terms, snippet, text_spans
+from .matching import RankKey, TextRange, query_terms, snippet, text_spans
 from .model import SessionEvent, SessionHeader
 from .observation import Observation
 from .results import EventRecord, SessionRecord
@@ -182,12 +183,12 @@ def check_search(
 
 
 class Candidate(NamedTuple):
-    """A matching event before the page is chosen: its rank, text and matches."""
+    """A matching event before the page is chosen: its rank and text (indexed, on the
+    live and fallback paths: the page's spans are made from its words)."""
 
     key: RankKey
     text: str
-    spans: list[Span] | None
-    """The merged matches when already known (live and fallback paths)."""
+    indexed: IndexedText | None = None
 
 
 def _unsurfaced(f: EventFilter | None) -> EventFilter | None:
@@ -213,13 +214,13 @@ def match_log(
         indexed = index_event(event.type, event.data) if texts is None else texts[i]
         if indexed is None:
             continue
-        spans = indexed.spans(phrase)
-        if not spans:
+        count = indexed.match_count(phrase)
+        if not count:
             continue
         if plain is not None and not event_matches(plain, event, EventSurface.CURRENT):
             continue
-        key = RankKey(len(spans), indexed.length, event.time, session_id, event.seq)
-        out.append(Candidate(key, indexed.text, spans))
+        key = RankKey(count, indexed.length, event.time, session_id, event.seq)
+        out.append(Candidate(key, indexed.text, indexed))
     return out
 
 
@@ -280,13 +281,16 @@ def _after(candidates: Sequence[Candidate], after: RankKey | None) -> list[Candi
 
 
 def _best(candidates: Sequence[Candidate]) -> Candidate | None:
-    return min(candidates, key=lambda c: c.key.order(), default=None)
+    return min(candidates, key=_order, default=None)
+
+
+def _order(c: Candidate) -> tuple[int, int, int, str, int]:
+    return c.key.order()
 
 
 def _ranked(candidates: list[Candidate], limit: int) -> list[Candidate]:
     """The best `limit + 1` (one more than a page: whether another page follows)."""
-    candidates.sort(key=lambda c: c.key.order())
-    return candidates[: limit + 1]
+    return heapq.nsmallest(limit + 1, candidates, key=_order)
 
 
 # -- the backend's index ----------------------------------------------------------------
@@ -301,7 +305,7 @@ def _checked_hits(found: object) -> list[Candidate]:
             ErrorCode.PERSISTENCE_FAILED,
             "persistence backend answered a search with something other than a list of StoredHit",
         )
-    return [Candidate(h.key, h.text, None) for h in found]
+    return [Candidate(h.key, h.text) for h in found]
 
 
 async def _stored_events(reads: SearchReads, search: StoredSearch) -> list[Candidate]:
@@ -330,7 +334,7 @@ async def _hit(obs: Observation, phrase: Sequence[str], c: Candidate) -> EventHi
     if seq >= view.length:  # appended after this observation's view of the log
         return None
     (item,) = await view.events_at([seq])
-    spans = c.spans if c.spans is not None else text_spans(c.text, phrase)
+    spans = c.indexed.spans(phrase) if c.indexed is not None else text_spans(c.text, phrase)
     shown, highlights = snippet(c.text, spans)
     event = item.event.detached()
     return EventHit(
