@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from .backend import (
     EventQuery,
     PersistenceBackend,
+    ScopeFilter,
+    SearchReads,
     StoredEvent,
     StoredSession,
     StoredTrace,
@@ -67,6 +69,7 @@ class Observation:
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
         derived = DerivedLoaders(caps.derived, lifetime) if caps and caps.derived else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
+        self._search = caps.search if caps is not None else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
@@ -92,6 +95,11 @@ class Observation:
     @property
     def has_backend(self) -> bool:
         return self._stored.backend is not None
+
+    @property
+    def stored_search(self) -> SearchReads | None:
+        """The backend's full-text index, when it has one (`gateway.core.search`)."""
+        return self._search
 
     async def backend_headers(self) -> dict[str, SessionHeader]:
         """The backend's whole listing by id (empty with no backend), made once."""
@@ -123,6 +131,14 @@ class Observation:
     async def visible(self, header: SessionHeader) -> bool:
         """Whether the scope lets this session be seen (always, when unscoped)."""
         return await self._visibility.visible(header)
+
+    async def visible_only(self, headers: Sequence[SessionHeader]) -> list[SessionHeader]:
+        """The headers the scope lets be seen, in their order."""
+        return await self._visibility.visible_only(headers)
+
+    async def scope_filter(self) -> ScopeFilter | None:
+        """The scope as a backend predicate over stored sessions (None when unscoped)."""
+        return await self._visibility.session_filter()
 
     async def require_visible(self, session_id: str) -> None:
         """SESSION_NOT_FOUND, worded as for an absent id, when the scope hides the session."""

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from .fold import SURFACE_BY_CODE, EventSurface, SurfaceFold
 from .ids import id_problem, shown
+from .indexed_text import IndexedText, index_event
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
 from .views import LiveState, LiveView
@@ -51,7 +52,16 @@ def now_ms() -> int:
 class LiveSession:
     """One live session: an immutable header and an append-only, always-valid log."""
 
-    __slots__ = ("_cited_by", "_closed", "_events", "_fold", "_listeners", "_lock", "header")
+    __slots__ = (
+        "_cited_by",
+        "_closed",
+        "_events",
+        "_fold",
+        "_listeners",
+        "_lock",
+        "_texts",
+        "header",
+    )
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
         self.header = header
@@ -60,15 +70,20 @@ class LiveSession:
         self._fold = SurfaceFold(self._events.__getitem__)
         # who cites whom, kept as appends go: seq -> citing seqs in log order
         self._cited_by: dict[int, list[int]] = {}
+        # the search index, kept as appends go: seq -> the event's indexed text (or None)
+        self._texts: list[IndexedText | None] = []
         self._listeners: tuple[AppendListener, ...] = ()  # replaced, never mutated
         self._closed = False
         for event in seed:  # a seed that breaks a rule raises here: no session is made
             self._commit(event)
 
     def _commit(self, event: SessionEvent) -> None:
-        """Validate and record one event (the caller holds the lock, or owns the session)."""
+        """Validate, index and record one event (the caller holds the lock, or owns the
+        session). The text is indexed first: whatever fails leaves the log as it was."""
+        indexed = index_event(event.type, event.data)
         self._fold.apply(event)
         self._events.append(event)
+        self._texts.append(indexed)
         sources = event.source_event_seqs
         if sources:
             cited_by = self._cited_by
@@ -200,6 +215,12 @@ class LiveSession:
         detach before handing their data to anyone who might mutate it)."""
         with self._lock:
             return self._events[max(start, 0) : stop]
+
+    def indexed_texts(self, stop: int) -> list[IndexedText | None]:
+        """The indexed texts of events 0..stop-1 (one slice under the lock; entries never
+        change once committed), for searching a view of `stop` events."""
+        with self._lock:
+            return self._texts[:stop]
 
     def surface_of(self, seq: int) -> EventSurface:
         """The class of event `seq` (< len) as of now, from the incremental fold."""
