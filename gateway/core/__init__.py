@@ -19,6 +19,7 @@ from .results import (
 )
 from .scope import InvalidGrant, Scope
 from .store import LiveSession, SessionStore
+from .titles import SessionTitle, TitleSource
 from .views import Classified, EventPage, Relations, SessionView
 
 __all__ = [
@@ -47,9 +48,11 @@ __all__ = [
     "SessionQueryError",
     "SessionRecord",
     "SessionStore",
+    "SessionTitle",
     "SessionTrace",
     "SessionView",
     "SessionsPage",
     "SurfaceFold",
+    "TitleSource",
     "fold_surface",
 ]

@@ -39,13 +39,14 @@ from .batching import Lifetime, PerKey
 from .corpus import Corpus, SessionKey, SessionsPage, corpus_key
 from .errors import session_not_found
 from .fold import fold_surface
-from .loaders import CorpusLoaders, DerivedLoaders, StoredEventReads
+from .loaders import CorpusLoaders, DerivedLoaders, StoredEventReads, TitleLoaders
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .scope import Scope
 from .sources import NO_BACKEND, NOT_STORED, LiveSources, StoredSources
 from .store import LiveSession, SessionStore
 from .stored_view import StoredView
+from .titles import SessionTitle, last_title_event, title_of
 from .views import FoldedView, SessionView
 from .visibility import Visibility
 from .walks import Walks
@@ -67,6 +68,7 @@ class Observation:
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
         derived = DerivedLoaders(caps.derived, lifetime) if caps and caps.derived else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
+        self._titles = TitleLoaders(caps.titles, lifetime) if caps and caps.titles else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
@@ -196,6 +198,32 @@ class Observation:
     async def raw_log(self, session_id: str) -> Sequence[SessionEvent]:
         """The whole stored log, loaded once (backends without stored derivations)."""
         return await self._stored.log(session_id)
+
+    # -- its title (SPEC §14) ------------------------------------------------------------------
+
+    async def title(self, session_id: str) -> SessionTitle | None:
+        """The session's title: what its last `session/title` event says, None when it has
+        none or that event is malformed (`gateway.core.titles`).
+
+        For a session this observation has already found (a page's records, a located
+        id): a live one answers from the seqs its store remembers, as of this
+        observation's view (persistence untouched); a stored one from the backend's
+        `TitleReads`, the ids asked in one turn in one call; any other backend by
+        scanning the log of the session's view.
+        """
+        event = await self.title_event(session_id)
+        return None if event is None else title_of(event)
+
+    async def title_event(self, session_id: str) -> SessionEvent | None:
+        """The session's last `session/title` event (see `title`), or None."""
+        await self._visibility.require(session_id)
+        live = self._live.session(session_id)
+        if live is not None:
+            return live.title_event((await self.view(session_id)).length)
+        if self._titles is not None:
+            return await self._titles.titles.load(session_id)
+        view = await self.view(session_id)
+        return last_title_event(await view.window(0, view.length - 1))
 
     # -- stored derivations, batched (what a `StoredView` reads) ------------------------------
 

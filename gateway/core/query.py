@@ -18,6 +18,7 @@ from .observation import Observation
 from .results import EventRecord, EventTrace, ReadWindow, SessionRecord, SessionTrace
 from .scope import Scope
 from .store import SessionStore
+from .titles import SessionTitle
 
 DEFAULT_READ_WINDOW_MAX = 50
 T = TypeVar("T")
@@ -60,6 +61,11 @@ class _Operations:
 
     async def trace_event(self, session_id: str, seq: int) -> EventTrace:
         return await self._run(lambda obs: trace_event(obs, session_id, seq))
+
+    async def session_title(self, session_id: str) -> SessionTitle | None:
+        """The session's title (SPEC §14), None when it has none; SESSION_NOT_FOUND when
+        the corpus (or the scope) lacks the session."""
+        return await self._run(lambda obs: session_title(obs, session_id))
 
 
 class SessionQuery(_Operations):
@@ -251,3 +257,10 @@ async def trace_event(obs: Observation, session_id: str, seq: int) -> EventTrace
         source_event_seqs=list(sources) if sources else [],
         derived_event_seqs=relations.derived,
     )
+
+
+async def session_title(obs: Observation, session_id: str) -> SessionTitle | None:
+    """A session's title: its last `session/title` event's, None when it has none or that
+    event is malformed (`gateway.core.titles`); the session is located first."""
+    await obs.locate(session_id)
+    return await obs.title(session_id)
