@@ -39,7 +39,13 @@ from .batching import Lifetime, PerKey
 from .corpus import Corpus, SessionKey, SessionsPage, corpus_key
 from .errors import session_not_found
 from .fold import fold_surface
-from .loaders import CorpusLoaders, DerivedLoaders, StoredEventReads, TitleLoaders
+from .loaders import (
+    CorpusLoaders,
+    DerivedLoaders,
+    StoredEventReads,
+    TitleLoaders,
+    call_backend,
+)
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .scope import Scope
@@ -68,6 +74,7 @@ class Observation:
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
         derived = DerivedLoaders(caps.derived, lifetime) if caps and caps.derived else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
+        self._derived_reads = caps.derived if caps else None
         self._titles = TitleLoaders(caps.titles, lifetime) if caps and caps.titles else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)
@@ -194,6 +201,39 @@ class Observation:
             query = EventQuery(session_id, lo, hi, stored.event_count)
             return stored.header, [r.event for r in await self._event_reads.events(query)]
         return stored.header, list((await self._stored.log(session_id))[lo : hi + 1])
+
+    async def log_extent(self, session_id: str) -> tuple[SessionHeader, int]:
+        """The header and log length of a session as this observation sees it (no fold:
+        an invalid log is still a log); SESSION_NOT_FOUND etc. as for `locate`."""
+        await self._visibility.require(session_id)
+        if self._live.session(session_id) is not None:
+            view = await self.view(session_id)
+            return view.header, view.length
+        stored = await self._stored.proved(session_id)
+        if self._derived_reads is not None and stored.event_count >= 0:
+            return stored.header, stored.event_count
+        return stored.header, len(await self._stored.log(session_id))
+
+    async def log_slice(self, session_id: str, lo: int, hi: int) -> list[SessionEvent]:
+        """The raw events lo..hi of the log `log_extent` measured, read afresh and not
+        remembered: for streaming a whole log page by page (an export) in memory that
+        follows the page, not the log. Events are shared values: do not mutate them."""
+        _, length = await self.log_extent(session_id)
+        lo, hi = max(lo, 0), min(hi, length - 1)
+        if lo > hi:
+            return []
+        if self._live.session(session_id) is not None:
+            return await (await self.view(session_id)).window(lo, hi)
+        derived = self._derived_reads
+        stored = await self._stored.proved(session_id)
+        if derived is None or stored.event_count < 0:
+            return list((await self._stored.log(session_id))[lo : hi + 1])
+        query = EventQuery(session_id, lo, hi, length)
+        found = await call_backend("read events", lambda: derived.read_events([query]))
+        rows = found.get(query) if isinstance(found, dict) else None
+        if rows is None:
+            raise session_not_found(session_id, "it was removed from persistence while being read")
+        return [row.event for row in rows]
 
     async def raw_log(self, session_id: str) -> Sequence[SessionEvent]:
         """The whole stored log, loaded once (backends without stored derivations)."""
