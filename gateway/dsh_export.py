@@ -42,7 +42,7 @@ from gateway.core.query import trace_session
 from gateway.core.results import LineageNode
 from gateway.dsh_jsonl import ChunkPacker, dump_line, header_line
 
-PAGE_EVENTS = 2_000
+PAGE_EVENTS = 500
 """Events read and encoded per step of a streamed export."""
 
 ROOT_ENTRY = "session.jsonl"

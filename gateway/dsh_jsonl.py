@@ -457,7 +457,7 @@ def dumps_artifact(
     for event in log:
         check_exportable(event)
     lines = [header_line(header)]
-    records = pack_records(log) if pack_chunks else (event.to_json() for event in log)
+    records = pack_records(log) if pack_chunks else (event_record(event) for event in log)
     lines.extend(dump_line(record) for record in records)
     return "".join(lines)
 
@@ -474,11 +474,32 @@ def header_line(header: SessionHeader) -> str:
     return dump_line({"type": "session", **header.to_json()})
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""One encoder for every line (`json.dumps` with options builds one per call)."""
+
+
 def dump_line(record: dict[str, Any]) -> str:
     """One record as compact JSON and its newline; lone surrogates escaped (as
     JavaScript does) so the text encodes as UTF-8."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", line) + "\n"
+    line = _ENCODER.encode(record)
+    if not line.isascii():  # only then can it hold a surrogate
+        line = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+    return line + "\n"
+
+
+def event_record(event: SessionEvent) -> dict[str, Any]:
+    """`event.to_json()` without the copy of its data: a record to encode at once, for
+    logs too long to copy event by event."""
+    out: dict[str, Any] = {"type": event.type, "seq": event.seq, "time": event.time}
+    out["data"] = event.data
+    if event.surface_op is not None:
+        out["surfaceOp"] = event.surface_op
+    if event.source_event_seqs is not None:
+        src = event.source_event_seqs
+        out["sourceEventSeqs"] = list(src) if isinstance(src, tuple) else src
+    if event.ignorable:
+        out["ignorable"] = True
+    return out
 
 
 class ChunkPacker:
@@ -503,8 +524,10 @@ class ChunkPacker:
             out = self._flush() if run and not _continues(run[-1], event) else []
             self._run.append(event)
             return out
+        if not run:
+            return [event_record(event)]
         out = self._flush()
-        out.append(event.to_json())
+        out.append(event_record(event))
         return out
 
     def finish(self) -> list[dict[str, Any]]:
@@ -515,7 +538,7 @@ class ChunkPacker:
         run, self._run = self._run, []
         if len(run) >= MIN_PACKED_RUN:
             return [_packed_row(run)]
-        return [event.to_json() for event in run]
+        return [event_record(event) for event in run]
 
 
 def pack_records(events: Iterable[SessionEvent]) -> Iterator[dict[str, Any]]:
