@@ -28,6 +28,7 @@ from .search import (
     search_sessions,
 )
 from .store import SessionStore
+from .titles import SessionTitle
 
 DEFAULT_READ_WINDOW_MAX = 50
 T = TypeVar("T")
@@ -101,6 +102,11 @@ class _Operations:
                 obs, session_id, text, event_filter, limit, after, names=PYTHON
             )
         )
+
+    async def session_title(self, session_id: str) -> SessionTitle | None:
+        """The session's title (SPEC §14), None when it has none; SESSION_NOT_FOUND when
+        the corpus (or the scope) lacks the session."""
+        return await self._run(lambda obs: session_title(obs, session_id))
 
 
 class SessionQuery(_Operations):
@@ -292,3 +298,10 @@ async def trace_event(obs: Observation, session_id: str, seq: int) -> EventTrace
         source_event_seqs=list(sources) if sources else [],
         derived_event_seqs=relations.derived,
     )
+
+
+async def session_title(obs: Observation, session_id: str) -> SessionTitle | None:
+    """A session's title: its last `session/title` event's, None when it has none or that
+    event is malformed (`gateway.core.titles`); the session is located first."""
+    await obs.locate(session_id)
+    return await obs.title(session_id)

@@ -20,6 +20,10 @@ counts its bound times that:
 | introspection lists (`types`, `fields`, `args`, ...) | what the schema holds (its averages) |
 | any other list | 100 |
 
+`Session.title` is one object per session (its `messageSeqs` are leaves) and
+is read, for a page of stored sessions, in one batched backend call
+(`TitleReads`), so it costs what the page returns.
+
 Unpaged lists can be longer than their bound (a surface of a million events):
 the bounds estimate a typical answer so that nesting them is refused, they do
 not cut answers. A connection's figures are a linear form `fixed + per_page *
