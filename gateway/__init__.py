@@ -7,14 +7,19 @@ the GraphQL-over-HTTP service around it.
 from typing import TYPE_CHECKING, Any
 
 from .core import (
+    Availability,
     ErrorCode,
+    EventFilter,
     EventSurface,
     LiveSession,
+    SeqRange,
     SessionEvent,
+    SessionFilter,
     SessionHeader,
     SessionQuery,
     SessionQueryError,
     SessionStore,
+    TimeRange,
     fold_surface,
 )
 
@@ -32,14 +37,19 @@ def create_app(query: SessionQuery, *args: Any, **options: Any) -> "Starlette":
 
 
 __all__ = [
+    "Availability",
     "ErrorCode",
+    "EventFilter",
     "EventSurface",
     "LiveSession",
+    "SeqRange",
     "SessionEvent",
+    "SessionFilter",
     "SessionHeader",
     "SessionQuery",
     "SessionQueryError",
     "SessionStore",
+    "TimeRange",
     "create_app",
     "fold_surface",
 ]

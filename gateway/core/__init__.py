@@ -5,6 +5,7 @@ Knows nothing of GraphQL or SQL; the persistence and GraphQL layers build on it.
 
 from .backend import PersistenceBackend
 from .errors import ErrorCode, SessionQueryError
+from .filters import Availability, EventFilter, SeqRange, SessionFilter, TimeRange
 from .fold import EventSurface, FoldResult, Replacement, SurfaceFold, fold_surface
 from .model import SURFACE_TYPES, SessionEvent, SessionHeader
 from .observation import Observation, SessionsPage
@@ -24,8 +25,10 @@ from .views import Classified, EventPage, Relations, SessionView
 __all__ = [
     "DEFAULT_READ_WINDOW_MAX",
     "SURFACE_TYPES",
+    "Availability",
     "Classified",
     "ErrorCode",
+    "EventFilter",
     "EventPage",
     "EventRecord",
     "EventSurface",
@@ -41,7 +44,9 @@ __all__ = [
     "Replacement",
     "Scope",
     "ScopedSessionQuery",
+    "SeqRange",
     "SessionEvent",
+    "SessionFilter",
     "SessionHeader",
     "SessionQuery",
     "SessionQueryError",
@@ -51,5 +56,6 @@ __all__ = [
     "SessionView",
     "SessionsPage",
     "SurfaceFold",
+    "TimeRange",
     "fold_surface",
 ]
