@@ -21,7 +21,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, false, func, or_, select
+from sqlalchemy import ColumnElement, and_, false, func, or_, select, true
 
 from gateway.core.backend import EventQuery, ScopeFilter
 from gateway.core.filters import SessionFilter
@@ -60,7 +60,7 @@ def session_clause(f: SessionFilter) -> ColumnElement[bool]:
             terms.append(_sessions.c.created_at >= f.created_at.from_)
         if f.created_at.to is not None:
             terms.append(_sessions.c.created_at <= f.created_at.to)
-    return and_(*terms)
+    return and_(true(), *terms)
 
 
 def _class_terms(query: EventQuery) -> ColumnElement[bool] | None:
