@@ -531,3 +531,22 @@ async def test_a_text_page_reads_the_session_in_bounded_chunks(
     assert [c.event.seq for c in page.items] == want
     assert not {"load", "list"} & set(counting.calls)
     assert counting.calls["read_events"] >= 3  # 2,500 events, 1,000 at a time
+
+
+@pytest.mark.parametrize("cwd", ["/wide", "/narrow"])
+async def test_a_cwd_page_is_the_same_whichever_index_the_page_walks(
+    db: SqlPersistence, cwd: str
+) -> None:
+    """SQLite pages a wide cwd by the newest-first index and a narrow one by the cwd
+    index (`gateway.persistence.filters._page_cwd`): the same pages either way."""
+    headers = [
+        SessionHeader(f"s{i:02d}", i % 7, cwd="/narrow" if i % 10 == 3 else "/wide")
+        for i in range(40)
+    ]
+    store = await build(db, headers, [])
+    f = SessionFilter(cwd=(cwd,), created_at=TimeRange(1, 5))
+    every = await SessionQuery(persistence=ListOnly(db)).list_sessions()
+    expected = [r for r in every if session_model(f, r)]
+    for size in (1, 2, 5):
+        got, totals, _ = await walk_sessions(Observation([store], db), f, size)
+        assert got == expected and totals == {len(expected)}

@@ -7,7 +7,8 @@ IN` / `IS NULL` (`ix_sessions_parent_session`), and a `created_at` range, which
 bounds the newest-first index range itself. The planner picks the index; a page
 stops after `limit` rows when it walks the newest-first index, and reads the
 matching rows of a cwd or parent when it takes their index (few, for the narrow
-values a filter names). A count of cwd values alone sums `cwd_stats`.
+values a filter names). On SQLite a page of cwd values chooses between the two by
+their counts (`_page_cwd`). A count of cwd values alone sums `cwd_stats`.
 
 Event clauses (`time`, `types`) are terms of the ranged reads of
 `gateway.persistence.derived` (`EventQuery.time` / `.types`) over `pk_events`
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, func, or_, select, true
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.core.backend import EventQuery, ScopeFilter
 from gateway.core.filters import SessionFilter
@@ -30,7 +32,7 @@ from gateway.core.model import SessionHeader
 
 from .base import SqlBase
 from .codec import _header_from_row
-from .corpus import _FIRST_PAGE, _PAGE_AFTER, _filter_clause, _tree_plan
+from .corpus import _COUNT, _FIRST_PAGE, _PAGE_AFTER, _filter_clause, _tree_plan
 from .tables import cwd_stats, events
 from .tables import sessions as _sessions
 
@@ -46,13 +48,16 @@ def _one_of(column: ColumnElement[Any], values: Sequence[str | None]) -> ColumnE
     return or_(*terms) if terms else false()
 
 
-def session_clause(f: SessionFilter) -> ColumnElement[bool]:
-    """The SQL predicate of every clause of `f` but `availability`."""
+def session_clause(
+    f: SessionFilter, cwd: ColumnElement[Any] = _sessions.c.cwd
+) -> ColumnElement[bool]:
+    """The SQL predicate of every clause of `f` but `availability` (`cwd`: the column
+    expression the cwd clause tests; see `_page_cwd`)."""
     terms: builtins.list[ColumnElement[bool]] = []
     if f.ids is not None:
         terms.append(_one_of(_sessions.c.id, f.ids))
     if f.cwd is not None:
-        terms.append(_one_of(_sessions.c.cwd, f.cwd))
+        terms.append(_one_of(cwd, f.cwd))
     if f.parent is not None:
         terms.append(_one_of(_sessions.c.parent_session, f.parent))
     if f.created_at is not None:
@@ -98,6 +103,31 @@ def event_count_statement(query: EventQuery) -> Any:
     if query.types is not None:
         terms.append(events.c.type.in_(builtins.list(query.types)))
     return select(func.count()).select_from(events).where(*terms)
+
+
+async def _page_cwd(conn: AsyncConnection, f: SessionFilter, limit: int) -> ColumnElement[Any]:
+    """The cwd expression a SQLite page tests: the column, or `cwd || ''` to keep the
+    planner off `ix_sessions_cwd` when walking the newest-first index is cheaper.
+
+    Without an index on (cwd, created_at DESC, id), SQLite takes the cwd index for
+    `cwd IN (...)` and sorts every matching row (S of them) before the LIMIT; the
+    newest-first walk reads about `limit * N / S` rows (N sessions). `cwd_stats` and
+    `corpus_stats` give S and N in two reads of a few rows, so the page takes the cwd
+    index only when `S * S <= limit * N`. (PostgreSQL's planner has the statistics.)"""
+    column: ColumnElement[Any] = _sessions.c.cwd
+    if conn.dialect.name != "sqlite" or not f.cwd or None in f.cwd:
+        return column
+    named = builtins.list(dict.fromkeys(v for v in f.cwd if v is not None))
+    matching = (
+        await conn.execute(
+            select(func.coalesce(func.sum(cwd_stats.c.session_count), 0)).where(
+                cwd_stats.c.cwd.in_(named)
+            )
+        )
+    ).scalar()
+    total = (await conn.execute(_COUNT)).scalar()
+    s, n = int(matching or 0), int(total or 0)
+    return column.concat("") if s * s > limit * n else column
 
 
 class SqlFilterReads(SqlBase):
