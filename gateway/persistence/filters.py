@@ -143,11 +143,14 @@ class SqlFilterReads(SqlBase):
         """`headers_page` with the clauses of `sessions` (module docstring)."""
         if limit <= 0:
             return []
-        statement = (_FIRST_PAGE if after is None else _PAGE_AFTER).where(session_clause(sessions))
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             params["created_at"], params["id"] = after
         async with self._reading() as conn:
+            cwd = await _page_cwd(conn, sessions, limit)
+            statement = (_FIRST_PAGE if after is None else _PAGE_AFTER).where(
+                session_clause(sessions, cwd)
+            )
             if where is not None:
                 await _tree_plan(conn, where)
                 statement = statement.where(_filter_clause(where, conn.dialect.name, paging=True))
