@@ -5,6 +5,7 @@ option. Besides the core's `list()` and `load()`, it answers every capability
 of `gateway.core.backend` by index: `CorpusReads` (keyset pages, counts,
 children, recursive lineage: `corpus.py`) and `DerivedReads` (classified
 pages, single events, surfaces and traces from the stored fold: `derived.py`),
+`FilterReads` (the filters of SPEC §12 on pages and counts: `filters.py`),
 plus `load_header(s)`, `count` and the ranged `load_window` (`reads.py`).
 
 Writes (`writes.py`) store, in the transaction that writes the events, what
@@ -53,11 +54,12 @@ from __future__ import annotations
 
 from .corpus import SqlCorpusReads
 from .derived import SqlDerivedReads
+from .filters import SqlFilterReads
 from .reads import SqlReads
 from .writes import ImportOutcome, SqlWrites
 
 
-class SqlPersistence(SqlReads, SqlCorpusReads, SqlDerivedReads, SqlWrites):
+class SqlPersistence(SqlReads, SqlCorpusReads, SqlDerivedReads, SqlFilterReads, SqlWrites):
     """The reference persistence backend (module docstring): SQLite or PostgreSQL.
 
     `url`: `sqlite+aiosqlite:///path.db`, `postgresql+asyncpg://...` (plain `sqlite:`
