@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from .corpus import SqlCorpusReads
 from .derived import SqlDerivedReads
+from .index_check import SqlIndexReads
 from .reads import SqlReads
 from .search import SqlSearchReads
 from .titles import SqlTitleReads
@@ -63,7 +64,13 @@ from .writes import ImportOutcome, SqlWrites
 
 
 class SqlPersistence(
-    SqlReads, SqlCorpusReads, SqlDerivedReads, SqlSearchReads, SqlTitleReads, SqlWrites
+    SqlReads,
+    SqlCorpusReads,
+    SqlDerivedReads,
+    SqlSearchReads,
+    SqlTitleReads,
+    SqlIndexReads,
+    SqlWrites,
 ):
     """The reference persistence backend (module docstring): SQLite or PostgreSQL.
 
