@@ -16,8 +16,8 @@ its key index and the FTS5 tables), on PostgreSQL `pg_total_relation_size` of
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import asyncio
+import dataclasses
 import statistics
 import sys
 import tempfile

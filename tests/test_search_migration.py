@@ -110,7 +110,8 @@ def test_verify_agrees_with_the_index_and_reports_tampering(
     run(
         _execute(
             db_url,
-            f"UPDATE event_texts SET text = 'tampered', length = 8 WHERE session_id = '{sid}' AND seq = {first}",
+            "UPDATE event_texts SET text = 'tampered', length = 8 "
+            f"WHERE session_id = '{sid}' AND seq = {first}",
             f"DELETE FROM event_texts WHERE session_id = '{sid}' AND seq = {second}",
             f"UPDATE sessions SET title_seq = NULL WHERE id = '{sid}'",
         )
