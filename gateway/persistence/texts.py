@@ -144,6 +144,14 @@ SQLITE_DDL = (
     "INSERT INTO event_fts (event_fts, rowid, text) VALUES ('delete', OLD.id, OLD.text); "
     "INSERT INTO event_fts (rowid, text) VALUES (NEW.id, NEW.text); END",
 )
+SQLITE_INDEX_TABLES = (
+    "event_fts",
+    "event_fts_config",
+    "event_fts_data",
+    "event_fts_docsize",
+    "event_fts_idx",
+)
+"""The FTS5 table and the shadow tables SQLite makes for it (not in `tables.metadata`)."""
 SQLITE_DROP = (
     "DROP TRIGGER IF EXISTS tr_event_texts_update",
     "DROP TRIGGER IF EXISTS tr_event_texts_delete",
