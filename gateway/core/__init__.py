@@ -22,6 +22,7 @@ from .results import (
 from .scope import InvalidGrant, Scope
 from .search import EventHit, EventSearchPage, SessionHit, SessionSearchPage
 from .store import LiveSession, SessionStore
+from .titles import SessionTitle, TitleSource
 from .views import Classified, EventPage, Relations, SessionView
 
 __all__ = [
@@ -59,11 +60,13 @@ __all__ = [
     "SessionRecord",
     "SessionSearchPage",
     "SessionStore",
+    "SessionTitle",
     "SessionTrace",
     "SessionView",
     "SessionsPage",
     "SurfaceFold",
     "TextRange",
     "TimeRange",
+    "TitleSource",
     "fold_surface",
 ]

@@ -21,14 +21,16 @@ from .backend import (
     CorpusReads,
     DerivedReads,
     EventQuery,
+    FilterReads,
     ScopeFilter,
     StoredEvent,
     StoredSession,
     StoredTrace,
+    TitleReads,
 )
 from .batching import BatchFn, Lifetime, Loader
 from .errors import ErrorCode, SessionQueryError, backend_failure, session_not_found
-from .model import SessionHeader
+from .model import SessionEvent, SessionHeader
 from .reach import Headers, Reached, WalkSeed, ancestry_per_seed, descendancy_per_seed
 
 T = TypeVar("T")
@@ -183,9 +185,12 @@ TraceAt = tuple[str, int, int]
 class DerivedLoaders:
     """The stored derivations of `DerivedReads`, batched and remembered per key."""
 
-    def __init__(self, reads: DerivedReads, lifetime: Lifetime) -> None:
+    def __init__(
+        self, reads: DerivedReads, lifetime: Lifetime, filters: FilterReads | None = None
+    ) -> None:
         self._reads = reads
         self._lifetime = lifetime
+        self.filters = filters
 
     @cached_property
     def sessions(self) -> Loader[str, StoredSession]:
@@ -226,10 +231,45 @@ class DerivedLoaders:
         )
 
     @cached_property
+    def counts(self) -> Loader[EventQuery, int]:
+        """How many events a ranged read matches (`FilterReads.count_events`)."""
+        filters = self.filters
+        assert filters is not None
+        return Loader(
+            self._lifetime, _guarded("count_events", "count events", filters.count_events)
+        )
+
+    @cached_property
     def traces(self) -> Loader[TraceAt, StoredTrace]:
         return Loader(
             self._lifetime, _guarded("read_traces", "trace an event", self._reads.read_traces)
         )
+
+
+class TitleLoaders:
+    """The stored titles of `TitleReads` (SPEC §14): a page's ids in one backend call."""
+
+    def __init__(self, reads: TitleReads, lifetime: Lifetime) -> None:
+        self._reads = reads
+        self._lifetime = lifetime
+
+    @cached_property
+    def titles(self) -> Loader[str, SessionEvent]:
+        """The last `session/title` event of a stored id (None: it has none)."""
+        reads = self._reads
+
+        async def batch(ids: Sequence[str]) -> Mapping[str, SessionEvent]:
+            found = await call_backend("read titles", lambda: reads.load_titles(ids))
+            for event in _dict("load_titles", found).values():
+                if not isinstance(event, SessionEvent):
+                    raise SessionQueryError(
+                        ErrorCode.PERSISTENCE_FAILED,
+                        f"persistence backend returned {type(event).__name__}, "
+                        "not a SessionEvent, as a title",
+                    )
+            return found
+
+        return Loader(self._lifetime, batch)
 
 
 class StoredEventReads:
@@ -238,6 +278,17 @@ class StoredEventReads:
 
     def __init__(self, loaders: DerivedLoaders) -> None:
         self._loaders = loaders
+
+    @property
+    def filters(self) -> bool:
+        """Whether the backend answers `EventQuery.time` / `.types` and counts (§12)."""
+        return self._loaders.filters is not None
+
+    async def count(self, query: EventQuery) -> int:
+        found = await self._loaders.counts.load(query)
+        if found is None:
+            raise _gone(query.session_id)
+        return int(found)
 
     async def events(self, query: EventQuery) -> list[StoredEvent]:
         found = await self._loaders.events.load(query)

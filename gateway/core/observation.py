@@ -40,14 +40,23 @@ from .backend import (
 from .batching import Lifetime, PerKey
 from .corpus import Corpus, SessionKey, SessionsPage, corpus_key
 from .errors import session_not_found
+from .filters import SessionFilter
 from .fold import fold_surface
-from .loaders import CorpusLoaders, DerivedLoaders, StoredEventReads
+from .loaders import (
+    CorpusLoaders,
+    DerivedLoaders,
+    StoredEventReads,
+    TitleLoaders,
+    call_backend,
+)
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .scope import Scope
+from .session_filter import FilteredSessions
 from .sources import NO_BACKEND, NOT_STORED, LiveSources, StoredSources
 from .store import LiveSession, SessionStore
 from .stored_view import StoredView
+from .titles import SessionTitle, last_title_event, title_of
 from .views import FoldedView, SessionView
 from .visibility import Visibility
 from .walks import Walks
@@ -67,14 +76,25 @@ class Observation:
         self._lifetime = lifetime = Lifetime()
         caps = capabilities_of(backend) if backend is not None else None
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
-        derived = DerivedLoaders(caps.derived, lifetime) if caps and caps.derived else None
+        filters = caps.filters if caps else None
+        derived = DerivedLoaders(caps.derived, lifetime, filters) if caps and caps.derived else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
         self._search = caps.search if caps is not None else None
+        self._derived_reads = caps.derived if caps else None
+        self._titles = TitleLoaders(caps.titles, lifetime) if caps and caps.titles else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
         self._corpus = Corpus(self._live, self._stored, self._visibility, lifetime)
         self._walks = Walks(self._live, self._stored, self._visibility, self._corpus, lifetime)
+        self._filtered = FilteredSessions(
+            self._live,
+            self._stored,
+            self._visibility,
+            self._corpus,
+            filters if corpus is not None else None,
+            lifetime,
+        )
         self._live_views: dict[str, SessionView] = {}
         self._stored_views: PerKey[str, SessionView] = PerKey(lifetime, self._stored_view)
 
@@ -209,9 +229,68 @@ class Observation:
             return stored.header, [r.event for r in await self._event_reads.events(query)]
         return stored.header, list((await self._stored.log(session_id))[lo : hi + 1])
 
+    async def log_extent(self, session_id: str) -> tuple[SessionHeader, int]:
+        """The header and log length of a session as this observation sees it (no fold:
+        an invalid log is still a log); SESSION_NOT_FOUND etc. as for `locate`."""
+        await self._visibility.require(session_id)
+        if self._live.session(session_id) is not None:
+            view = await self.view(session_id)
+            return view.header, view.length
+        stored = await self._stored.proved(session_id)
+        if self._derived_reads is not None and stored.event_count >= 0:
+            return stored.header, stored.event_count
+        return stored.header, len(await self._stored.log(session_id))
+
+    async def log_slice(self, session_id: str, lo: int, hi: int) -> list[SessionEvent]:
+        """The raw events lo..hi of the log `log_extent` measured, read afresh and not
+        remembered: for streaming a whole log page by page (an export) in memory that
+        follows the page, not the log. Events are shared values: do not mutate them."""
+        _, length = await self.log_extent(session_id)
+        lo, hi = max(lo, 0), min(hi, length - 1)
+        if lo > hi:
+            return []
+        if self._live.session(session_id) is not None:
+            return await (await self.view(session_id)).window(lo, hi)
+        derived = self._derived_reads
+        stored = await self._stored.proved(session_id)
+        if derived is None or stored.event_count < 0:
+            return list((await self._stored.log(session_id))[lo : hi + 1])
+        query = EventQuery(session_id, lo, hi, length)
+        found = await call_backend("read events", lambda: derived.read_events([query]))
+        rows = found.get(query) if isinstance(found, dict) else None
+        if rows is None:
+            raise session_not_found(session_id, "it was removed from persistence while being read")
+        return [row.event for row in rows]
+
     async def raw_log(self, session_id: str) -> Sequence[SessionEvent]:
         """The whole stored log, loaded once (backends without stored derivations)."""
         return await self._stored.log(session_id)
+
+    # -- its title (SPEC §14) ------------------------------------------------------------------
+
+    async def title(self, session_id: str) -> SessionTitle | None:
+        """The session's title: what its last `session/title` event says, None when it has
+        none or that event is malformed (`gateway.core.titles`).
+
+        For a session this observation has already found (a page's records, a located
+        id): a live one answers from the seqs its store remembers, as of this
+        observation's view (persistence untouched); a stored one from the backend's
+        `TitleReads`, the ids asked in one turn in one call; any other backend by
+        scanning the log of the session's view.
+        """
+        event = await self.title_event(session_id)
+        return None if event is None else title_of(event)
+
+    async def title_event(self, session_id: str) -> SessionEvent | None:
+        """The session's last `session/title` event (see `title`), or None."""
+        await self._visibility.require(session_id)
+        live = self._live.session(session_id)
+        if live is not None:
+            return live.title_event((await self.view(session_id)).length)
+        if self._titles is not None:
+            return await self._titles.titles.load(session_id)
+        view = await self.view(session_id)
+        return last_title_event(await view.window(0, view.length - 1))
 
     # -- stored derivations, batched (what a `StoredView` reads) ------------------------------
 
@@ -265,6 +344,22 @@ class Observation:
     ) -> SessionsPage:
         """`first` records after the key `after`, in corpus order (see `Corpus.sessions_page`)."""
         return await self._corpus.sessions_page(after, first, with_total=with_total)
+
+    async def filtered_sessions_page(
+        self,
+        f: SessionFilter,
+        after: SessionKey | None,
+        first: int,
+        *,
+        with_total: bool = True,
+    ) -> SessionsPage:
+        """`sessions_page` over the sessions matching `f` (SPEC §12; see
+        `gateway.core.session_filter`); `f` is checked by `filters.check_session_filter`."""
+        return await self._filtered.page(f, after, first, with_total=with_total)
+
+    async def filtered_sessions_total(self, f: SessionFilter) -> int:
+        """How many (visible) sessions match `f`, counted once per observation and filter."""
+        return await self._filtered.total(f)
 
     async def children(self, session_id: str) -> list[SessionRecord]:
         """The sessions forked from this one, by createdAt then id."""

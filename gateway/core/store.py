@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time as _time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from .ids import id_problem, shown
 from .indexed_text import IndexedText, index_event
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
+from .titles import TITLE_EVENT
 from .views import LiveState, LiveView
 
 logger = logging.getLogger("gateway.core")
@@ -60,6 +62,7 @@ class LiveSession:
         "_listeners",
         "_lock",
         "_texts",
+        "_title_seqs",
         "header",
     )
 
@@ -72,6 +75,8 @@ class LiveSession:
         self._cited_by: dict[int, list[int]] = {}
         # the search index, kept as appends go: seq -> the event's indexed text (or None)
         self._texts: list[IndexedText | None] = []
+        # the seqs of its `session/title` events, ascending (SPEC §14), kept as appends go
+        self._title_seqs: list[int] = []
         self._listeners: tuple[AppendListener, ...] = ()  # replaced, never mutated
         self._closed = False
         for event in seed:  # a seed that breaks a rule raises here: no session is made
@@ -84,6 +89,8 @@ class LiveSession:
         self._fold.apply(event)
         self._events.append(event)
         self._texts.append(indexed)
+        if event.type == TITLE_EVENT:
+            self._title_seqs.append(event.seq)
         sources = event.source_event_seqs
         if sources:
             cited_by = self._cited_by
@@ -226,6 +233,14 @@ class LiveSession:
         """The class of event `seq` (< len) as of now, from the incremental fold."""
         with self._lock:
             return SURFACE_BY_CODE[self._fold.code(seq)]
+
+    def title_event(self, length: int) -> SessionEvent | None:
+        """The last `session/title` event among the first `length` events (a view's
+        moment), or None: the remembered seqs are searched, the log is not scanned."""
+        with self._lock:
+            seqs = self._title_seqs
+            at = bisect_left(seqs, length)
+            return self._events[seqs[at - 1]] if at else None
 
     def view(self) -> LiveView:
         """The session as of now, without copying the log: the answers of the view
