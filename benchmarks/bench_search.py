@@ -81,6 +81,7 @@ from benchmarks.scale_data import corpus_key, corpus_rows, insert_sessions
 from benchmarks.search_cache import CachedCluster, SqliteCache, cache_key, cache_root
 from benchmarks.search_data import (
     COMMON_TERM,
+    RARE_EVENTS,
     RARE_TERM,
     CorpusSpec,
     TextFacts,
@@ -299,12 +300,14 @@ async def build(
     name: str,
     params: dict[str, object],
     jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]],
+    expect: tuple[int, int],
 ) -> dict[str, str]:
     """The URL of database `name` on every engine, built where the cache lacks it.
 
     Each job runs in a worker process and returns (prepared imports, text facts);
     the prepared logs go through `SqlPersistence.import_prepared` on every engine
-    that needs them, while the workers prepare the next ones.
+    that needs them, while the workers prepare the next ones. `expect`: how many
+    events hold the rare and the common term (checked before the cache keeps it).
     """
     key = cache_key(params)
     urls = {e.name: e.url(name, key) for e in ctx.engines}
@@ -334,6 +337,8 @@ async def build(
     finally:
         for db in dbs.values():
             await db.close()
+    if (facts.rare, facts.common) != expect:
+        raise BenchError(f"{name}: (rare, common) events {(facts.rare, facts.common)} != {expect}")
     meta = {"events": facts.events, "texts": facts.texts, "text_bytes": facts.text_bytes}
     for e in todo:
         e.done(name, key, meta)
@@ -352,7 +357,8 @@ async def corpus(ctx: Context, sessions: int) -> tuple[CorpusSpec, dict[str, str
     jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
         (prepared_chunk, (spec, a, b)) for a, b in _chunks(sessions, _CHUNK_SESSIONS)
     ]
-    urls = await build(ctx, f"corpus{human(spec.total_events)}", spec.key(), jobs)
+    expect = (RARE_EVENTS, spec.total_events // 10)
+    urls = await build(ctx, f"corpus{human(spec.total_events)}", spec.key(), jobs, expect)
     return spec, urls
 
 

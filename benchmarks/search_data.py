@@ -25,7 +25,7 @@ import json
 import random
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from itertools import accumulate
 
 from gateway.core import SessionEvent, SessionHeader
@@ -289,23 +289,28 @@ def corpus_sessions(
 
 @dataclass(frozen=True)
 class TextFacts:
-    """How many events of a log have a text (SPEC §13) and its UTF-8 bytes as indexed."""
+    """Of a set of logs: events, those with a text (SPEC §13), its UTF-8 bytes as indexed,
+    and the events whose text holds `RARE_TERM` / `COMMON_TERM` (the corpus's promise)."""
 
     events: int = 0
     texts: int = 0
     text_bytes: int = 0
+    rare: int = 0
+    common: int = 0
 
     def __add__(self, other: TextFacts) -> TextFacts:
-        return TextFacts(
-            self.events + other.events,
-            self.texts + other.texts,
-            self.text_bytes + other.text_bytes,
-        )
+        return TextFacts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def text_facts(log: list[SessionEvent]) -> TextFacts:
-    sizes = [len(indexable(t).encode()) for e in log if (t := event_text(e.type, e.data))]
-    return TextFacts(len(log), len(sizes), sum(sizes))
+    texts = [t.casefold() for e in log if (t := event_text(e.type, e.data))]
+    return TextFacts(
+        len(log),
+        len(texts),
+        sum(len(indexable(t).encode()) for t in texts),
+        sum(RARE_TERM in t for t in texts),
+        sum(COMMON_TERM in t for t in texts),
+    )
 
 
 def prepared_chunk(
