@@ -369,9 +369,8 @@ def big_spec(ctx: Context) -> CorpusSpec:
 async def big_corpus(ctx: Context) -> tuple[CorpusSpec, dict[str, str]]:
     spec = big_spec(ctx)
     params = {**spec.key(), "kind": "big"}
-    urls = await build(
-        ctx, f"big{human(spec.events)}", params, [(prepared_big, (spec, spec.events))]
-    )
+    jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [(prepared_big, (spec, spec.events))]
+    urls = await build(ctx, f"big{human(spec.events)}", params, jobs, (1, spec.events // 10))
     return spec, urls
 
 
