@@ -33,14 +33,16 @@ vocabulary, shell tool calls, grep/test output, titles) and are written through
 the real writer (`prepare_import` in two worker processes, then
 `SqlPersistence.import_prepared`), so the index is the writer's own. Built
 databases are cached (`benchmarks.search_cache`, under
-`$TMPDIR/bench-search-cache`) keyed by their parameters and by the code of the
-writer: the first full run builds them (minutes), a second run with the same
-code reuses them. The PostgreSQL cluster (Debian's server binaries, a free
-loopback port, fsync off) lives in the same cache.
+`$TMPDIR/bench-search-cache`) keyed by their parameters and by the code that
+decides their rows (writer, schema, §13 text and tokens, generator): the first
+full run builds them (minutes), a second run reuses them. The PostgreSQL
+cluster (Debian's server binaries, a free loopback port, fsync off) lives in
+the same cache.
 
 A figure whose feature is not on this branch prints "not measured: <reason>".
 `--quick` runs the same harness on small sizes (seconds; a smoke test for CI).
-`--profile` prints where the time of each timed read goes (cProfile, one run).
+`--profile` prints where the time of each timed read goes (cProfile, one run);
+`--rebuild` builds every database afresh.
 """
 
 from __future__ import annotations
@@ -276,6 +278,7 @@ class Context:
     pool: ProcessPoolExecutor
     profile: bool
     tmp: Path
+    rebuild: bool = False
     built: list[str] = field(default_factory=list)  # "built NAME on ENGINE in S"
 
     @property
@@ -311,7 +314,7 @@ async def build(
     """
     key = cache_key(params)
     urls = {e.name: e.url(name, key) for e in ctx.engines}
-    todo = [e for e in ctx.engines if not e.ready(name, key)]
+    todo = [e for e in ctx.engines if ctx.rebuild or not e.ready(name, key)]
     if not todo:
         return urls
     started = time.perf_counter()
@@ -673,7 +676,7 @@ async def section_filter(ctx: Context) -> None:
     for engine in ctx.engines:
         timings: dict[int, Timing] = {}
         for n in ctx.scale.header_corpora:
-            url = await header_corpus(engine, n)
+            url = await header_corpus(engine, n, ctx.rebuild)
             gw = Gateway(url)
             label = (
                 f"sessions(filter:{{cwd, createdAt}}) page @ {human(n)} sessions ({engine.name})"
@@ -690,11 +693,11 @@ async def section_filter(ctx: Context) -> None:
         growth(ctx, name, timings, ctx.scale.header_corpora, what)
 
 
-async def header_corpus(engine: Engine, n: int) -> str:
+async def header_corpus(engine: Engine, n: int, rebuild: bool) -> str:
     """`n` persisted session headers without events (`scale_data.corpus_rows`: cwd
     `/bench/{i % 97}`, two sessions per createdAt), bulk-inserted; cached."""
     name, key = f"headers{human(n)}", cache_key({"kind": "headers", "sessions": n})
-    if not engine.ready(name, key):
+    if rebuild or not engine.ready(name, key):
         url = await engine.building(name, key)
         if engine.sqlite is not None:
             insert_sessions(Path(url.split(":///", 1)[1]), corpus_rows(n))
@@ -1005,7 +1008,7 @@ async def run(args: argparse.Namespace) -> Report:
             ProcessPoolExecutor(max_workers=2, mp_context=spawn) as pool,
             tempfile.TemporaryDirectory(prefix="bench-search-") as tmp,
         ):
-            ctx = Context(scale, report, found, pool, args.profile, Path(tmp))
+            ctx = Context(scale, report, found, pool, args.profile, Path(tmp), args.rebuild)
             started = time.perf_counter()
             for name in SECTIONS:
                 if name not in wanted:
@@ -1033,6 +1036,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="SECTIONS", help=f"comma-separated, of {SECTIONS}")
     parser.add_argument("--runs", type=int, help="timed runs per read figure (median)")
     parser.add_argument("--profile", action="store_true", help="cProfile one run of each read")
+    parser.add_argument("--rebuild", action="store_true", help="ignore the cache of databases")
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
     print()

@@ -1,15 +1,17 @@
 """Where `bench_search` keeps the databases it builds, so that a second run is quick.
 
 A built database is the writer's output for given generator parameters, so it
-is keyed by those parameters and by a fingerprint of the code that wrote it
-(`gateway/persistence`, `gateway/core`, the migrations and the generator): a
-change to the writer, the tokenizer or the schema builds afresh, nothing else
-does. SQLite databases are files `NAME-KEY.db` (written as `.part`, renamed
-when complete); PostgreSQL ones are databases `b_NAME_KEY` in one cluster kept
-in the cache directory (`CachedCluster`, started on a free loopback port for
-each run and stopped after it), marked complete by a file. Older keys of the
-same NAME are dropped when a new one is built, so the cache holds one
-generation. The cache lives under `$BENCH_SEARCH_CACHE`, default
+is keyed by those parameters and by a fingerprint of the code that decides its
+rows (`_WRITER_FILES`: the writer, codec, schema and migrations, §13's text and
+tokens, the fold, the generator): a change to one of them builds afresh, a
+change to a read path does not (`--rebuild` forces it).
+
+SQLite databases are files `NAME-KEY.db` (written as `.part`, renamed when
+complete). PostgreSQL ones are databases `b_NAME_KEY` in one cluster kept in
+the cache directory (`CachedCluster`, started on a free loopback port for each
+run and stopped after it), marked complete by a file. Older keys of the same
+NAME are dropped when a new one is built, so the cache holds one generation.
+The cache lives under `$BENCH_SEARCH_CACHE`, default
 `$TMPDIR/bench-search-cache`; delete it to start over.
 """
 
@@ -32,8 +34,23 @@ from tests.support.postgres import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-_FINGERPRINTED = ("gateway/persistence", "gateway/core", "migrations")
-_GENERATOR = ROOT / "benchmarks" / "search_data.py"
+_WRITER_FILES = (
+    "gateway/persistence/writes.py",
+    "gateway/persistence/codec.py",
+    "gateway/persistence/texts.py",
+    "gateway/persistence/tables.py",
+    "gateway/persistence/migrations.py",
+    "migrations/**/*.py",
+    "gateway/core/event_text.py",
+    "gateway/core/words.py",
+    "gateway/core/fold.py",
+    "gateway/core/model.py",
+    "gateway/core/jsonvalue.py",
+    "benchmarks/search_data.py",
+)
+"""What decides the rows of a built database: the writer, its encoding and schema, the
+text and tokens of §13, the fold it validates with, and the generator. Read paths
+(search, pages) are not in it: changing them must not cost a rebuild."""
 
 
 def cache_root() -> Path:
@@ -47,8 +64,8 @@ def cache_root() -> Path:
 def code_fingerprint() -> str:
     """A digest of the code a built database depends on."""
     digest = hashlib.sha256()
-    files = sorted(p for d in _FINGERPRINTED for p in (ROOT / d).rglob("*.py"))
-    for path in [*files, _GENERATOR]:
+    files = sorted({p for pattern in _WRITER_FILES for p in ROOT.glob(pattern)})
+    for path in files:
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
