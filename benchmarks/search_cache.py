@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -101,7 +102,15 @@ class SqliteCache:
         return part
 
     def done(self, name: str, key: str, meta: Mapping[str, object]) -> None:
-        self.path(name, key).with_suffix(".part").rename(self.path(name, key))
+        part = self.path(name, key).with_suffix(".part")
+        con = sqlite3.connect(part)  # fold the WAL into the file before it is renamed
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            con.close()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{part}{suffix}").unlink(missing_ok=True)
+        part.rename(self.path(name, key))
         self.meta_path(name, key).write_text(json.dumps(dict(meta)))
 
     def meta(self, name: str, key: str) -> dict[str, object]:
