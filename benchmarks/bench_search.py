@@ -499,7 +499,7 @@ async def section_search(ctx: Context) -> None:
                     name = (
                         f"search_sessions rare @ {human(spec.total_events)} events ({engine.name})"
                     )
-                    await guarded(ctx, name, "<= 50 ms", partial(_python_rare, ctx, gw, name))
+                    await guarded(ctx, name, "<= 50 ms", partial(_python_rare, ctx, gw, spec, name))
                     matches = human(spec.total_events // 10)
                     name = f"searchSessions common term ({matches} matches, {engine.name})"
                     await guarded(ctx, name, "<= 1 s", partial(_common, ctx, gw, spec, name))
@@ -549,9 +549,12 @@ async def _rare(ctx: Context, gw: Gateway, spec: CorpusSpec, name: str, last: bo
     return timing
 
 
-async def _python_rare(ctx: Context, gw: Gateway, name: str) -> Timing:
+async def _python_rare(ctx: Context, gw: Gateway, spec: CorpusSpec, name: str) -> Timing:
     search = gw.query.search_sessions  # type: ignore[attr-defined]  # absent until it lands
-    await search(RARE_TERM, limit=20)
+    page = await search(RARE_TERM, limit=20)
+    ids = [hit.session.header.id for hit in page.hits]
+    check(ids == rare_model(spec), f"Python rare hits {ids}")
+    check(not page.has_next, "Python rare: no next page")
     timing = await timed(ctx, name, partial(search, RARE_TERM, limit=20))
     ctx.report.add(
         Figure(
