@@ -934,6 +934,15 @@ async def _import(
             finally:
                 await db.close()
                 _drop_database(engine, url)
+    if ctx.profile:  # one more import with the index, under cProfile
+        url = await _fresh_database(ctx, engine, "imp")
+        db = SqlPersistence(url)
+        try:
+            with profiled(True, f"{name}: import_many with the index"):
+                await db.import_many(items)
+        finally:
+            await db.close()
+            _drop_database(engine, url)
     empty = await _empty_index_bytes(ctx, engine, before)
     written = {k: size - empty for k, size in sizes.items()}
     if written[True] <= 0:
