@@ -42,7 +42,8 @@ the same cache.
 A figure whose feature is not on this branch prints "not measured: <reason>".
 `--quick` runs the same harness on small sizes (seconds; a smoke test for CI).
 `--profile` prints where the time of each timed read goes (cProfile, one run);
-`--rebuild` builds every database afresh.
+`--rebuild` builds every database afresh; `--build-only` fills the cache and
+times nothing.
 """
 
 from __future__ import annotations
@@ -988,6 +989,16 @@ SECTION_FUNCTIONS: dict[str, Callable[[Context], Awaitable[None]]] = {
 }
 
 
+async def build_all(ctx: Context) -> None:
+    """Every database the sections read, built into the cache (nothing timed)."""
+    for n in ctx.scale.corpora:
+        await corpus(ctx, n)
+    await big_corpus(ctx)
+    for engine in ctx.engines:
+        for n in ctx.scale.header_corpora:
+            await header_corpus(engine, n, ctx.rebuild)
+
+
 def engines(no_postgres: bool) -> tuple[list[Engine], str]:
     root = cache_root()
     found = [Engine("SQLite", sqlite=SqliteCache(root))]
@@ -1022,6 +1033,9 @@ async def run(args: argparse.Namespace) -> Report:
         ):
             ctx = Context(scale, report, found, pool, args.profile, Path(tmp), args.rebuild)
             started = time.perf_counter()
+            if args.build_only:
+                await build_all(ctx)
+                wanted = []
             for name in SECTIONS:
                 if name not in wanted:
                     continue
@@ -1049,6 +1063,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="timed runs per read figure (median)")
     parser.add_argument("--profile", action="store_true", help="cProfile one run of each read")
     parser.add_argument("--rebuild", action="store_true", help="ignore the cache of databases")
+    parser.add_argument("--build-only", action="store_true", help="fill the cache, time nothing")
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
     print()
