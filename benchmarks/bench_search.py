@@ -655,7 +655,8 @@ async def _text(
             str(timing),
             "report",
             "in-process POST events(sessionId, first:100, filter:{text}){pageInfo "
-            f"nodes{{seq type}}}}, the term upper-cased, {len(want):,} matches",
+            f"nodes{{seq type}}}}, the term upper-cased, {len(want):,} "
+            + ("match" if len(want) == 1 else "matches"),
         )
     )
     return timing
