@@ -15,7 +15,8 @@ Prints a table `figure | measured | target | what exactly was timed`:
   the common term (the page fills early) and for a term in one event (the
   whole session is scanned): report, both engines;
 * filter: a `sessions(first: 50, filter: {cwd: [10 of 97 cwds], createdAt: the
-  middle half})` page at 1k and at 1M persisted sessions: growth <= 1.5x (SQLite);
+  middle half})` page at 1k and at 1M persisted sessions (headers only, bulk
+  inserted): growth <= 1.5x, both engines;
 * import: `SqlPersistence.import_many` of 100k events (1k sessions) into a
   fresh database with the search index vs without it: >= 60 %; and the size
   of the index (the tables and indexes the search migration adds) per byte of
