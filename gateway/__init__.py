@@ -7,14 +7,25 @@ the GraphQL-over-HTTP service around it.
 from typing import TYPE_CHECKING, Any
 
 from .core import (
+    Availability,
     ErrorCode,
+    EventFilter,
+    EventHit,
+    EventSearchPage,
     EventSurface,
     LiveSession,
+    RankKey,
+    SeqRange,
     SessionEvent,
+    SessionFilter,
     SessionHeader,
+    SessionHit,
     SessionQuery,
     SessionQueryError,
+    SessionSearchPage,
     SessionStore,
+    TextRange,
+    TimeRange,
     fold_surface,
 )
 
@@ -32,14 +43,25 @@ def create_app(query: SessionQuery, *args: Any, **options: Any) -> "Starlette":
 
 
 __all__ = [
+    "Availability",
     "ErrorCode",
+    "EventFilter",
+    "EventHit",
+    "EventSearchPage",
     "EventSurface",
     "LiveSession",
+    "RankKey",
+    "SeqRange",
     "SessionEvent",
+    "SessionFilter",
     "SessionHeader",
+    "SessionHit",
     "SessionQuery",
     "SessionQueryError",
+    "SessionSearchPage",
     "SessionStore",
+    "TextRange",
+    "TimeRange",
     "create_app",
     "fold_surface",
 ]

@@ -17,6 +17,10 @@ from typing import Any, NoReturn
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("gateway.commands.serve", "run the GraphQL gateway over HTTP"),
     "import": ("gateway.commands.importer", "import dsh JSONL session artifacts into a database"),
+    "export": (
+        "gateway.commands.export",
+        "write a stored session as a dsh JSONL artifact (or zip)",
+    ),
     "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
     "verify": ("gateway.commands.verify", "check stored derivations against the fold of each log"),
     "token": ("gateway.commands.token", "create, list and revoke access tokens"),

@@ -14,7 +14,13 @@ A coding agent fixing a flaky parser test, as a small corpus:
 * `demo-resumed`, present both live and persisted, the live log ahead of the
   persisted prefix;
 * `demo-agent-live`, a live session a simulated agent keeps appending to
-  (`SimulatedAgent`), every append valid under the surface fold.
+  (`SimulatedAgent`), every append valid under the surface fold;
+* titles (SPEC §14): `session/title` events of every source kind (a host's
+  fallback, a provider's, a user's rename; `demo-fork-a-sub-check` has none);
+* text worth searching (SPEC §13), in the shapes the real artifacts use: user
+  and assistant messages, tool calls with their arguments, tool results with
+  errors (`ECONNREFUSED`, `ENOENT`), todo lists, a turn that ended in error;
+* a few working directories and creation times spread over two weeks.
 
 The persisted part is written through any backend with async `create(header)`
 and `append(session_id, events)` (`DemoBackend`; in practice `SqlPersistence`,
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +52,10 @@ from gateway.core.store import now_ms
 logger = logging.getLogger("gateway.demo")
 
 T0 = 1_780_000_000_000  # 2026-05-28T20:26:40Z: the demo's fixed epoch (ms)
+DAY = 86_400_000
+FORK_B_AT = T0 + 7 * DAY
+"""`demo-fork-b` came a week after its parent: the demo's sessions span two weeks."""
+RESUMED_AT = T0 + 14 * DAY
 
 ROOT = "demo-root"
 FORK_A = "demo-fork-a"
@@ -102,42 +113,34 @@ class LogBuilder:
 
     # surface events
     def user(self, text: str) -> int:
-        return self.add("user/message", _message("user", text), "append", gap_ms=4_000)
+        return self.add("user/message", _user(text), "append", gap_ms=4_000)
 
     def assistant(self, text: str, sources: Sequence[int] = ()) -> int:
         self.chunks(text)
         return self.add("assistant/message", _message("assistant", text), "append", list(sources))
 
-    def tool(self, name: str, arguments: dict[str, Any], output: str) -> int:
+    def tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        output: str,
+        error: tuple[str, str] | None = None,
+    ) -> int:
+        """A tool call and its result (`error`: the result's (name, code), as a failed
+        call records it)."""
         call_id = f"call_{len(self.events):04d}"
         call = self.add(
-            "tool/call", {"id": call_id, "name": name, "arguments": arguments}, gap_ms=300
+            "tool/call",
+            {"callId": call_id, "name": name, "arguments": json.dumps(arguments)},
+            gap_ms=300,
         )
         return self.add(
-            "tool/result",
-            {
-                "message": {
-                    "role": "tool",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "toolCallId": call_id,
-                            "name": name,
-                            "content": output,
-                        }
-                    ],
-                }
-            },
-            "append",
-            [call],
-            gap_ms=2_500,
+            "tool/result", _tool_result(call_id, output, error), "append", [call], gap_ms=2_500
         )
 
     def rewrite_tool_result(self, old: int, content: str) -> int:
         """Replace tool/result `old` in place, changing only its content text."""
-        data = self.events[old].data
-        item = {**data["message"]["content"][0], "content": content}
-        new = {**data, "message": {**data["message"], "content": [item]}}
+        new = _rewritten(self.events[old].data, content)
         return self.add("tool/result", new, {"op": "replace", "start": old, "end": old}, [old])
 
     def compact(self, start: int, end: int, summary: str) -> int:
@@ -147,12 +150,34 @@ class LogBuilder:
         shadowed = self.surface[i : j + 1]
         return self.add(
             "user/message",
-            _message("user", f"[compacted summary] {summary}"),
+            _user(f"[compacted summary] {summary}"),
             {"op": "replace", "start": start, "end": end},
             shadowed,
         )
 
     # log-only events
+    def title(
+        self,
+        text: str,
+        messages: Sequence[int],
+        kind: str = "fallback",
+        provider: str | None = None,
+        model: str | None = None,
+    ) -> int:
+        """A `session/title` event (SPEC §14): the session's title from now on."""
+        return self.add("session/title", _title(text, messages, kind, provider, model), gap_ms=20)
+
+    def todos(self, *items: tuple[str, str]) -> int:
+        """A `todo/write` event: the whole list, each (status, content)."""
+        todos = [{"content": content, "status": status} for status, content in items]
+        return self.add("todo/write", {"todos": todos}, gap_ms=30)
+
+    def turn_end(self, reason: str = "completed", message: str | None = None) -> int:
+        why: dict[str, Any] = {"kind": reason}
+        if message is not None:
+            why["error"] = {"message": message}
+        return self.add("turn/end", {"turn": self.turn, "reason": why}, gap_ms=60)
+
     def turn_start(self) -> int:
         self.turn += 1
         return self.add("turn/start", {"turn": self.turn}, gap_ms=50)
@@ -172,7 +197,44 @@ class LogBuilder:
 
 
 def _message(role: str, text: str) -> dict[str, Any]:
+    """An assistant message's data: its blocks under `message.content` (SPEC §13)."""
     return {"message": {"role": role, "content": [{"type": "text", "text": text}]}}
+
+
+def _user(text: str) -> dict[str, Any]:
+    """A user message's data as the real artifacts record it: blocks under `content`."""
+    return {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}}
+
+
+def _tool_result(call_id: str, output: str, error: tuple[str, str] | None) -> dict[str, Any]:
+    item = {
+        "type": "tool-result",
+        "toolCallId": call_id,
+        "content": [{"type": "text", "text": output}],
+        "isError": error is not None,
+    }
+    data: dict[str, Any] = {"message": {"role": "user", "content": [item]}}
+    if error is not None:
+        data["error"] = {"name": error[0], "code": error[1]}
+    return data
+
+
+def _rewritten(data: Any, text: str) -> dict[str, Any]:
+    """`data` of a tool result with only `message.content[0].content` changed (the one
+    change a tool-result rewrite may make)."""
+    item = {**data["message"]["content"][0], "content": [{"type": "text", "text": text}]}
+    return {**data, "message": {**data["message"], "content": [item]}}
+
+
+def _title(
+    text: str, messages: Sequence[int], kind: str, provider: str | None, model: str | None
+) -> dict[str, Any]:
+    source: dict[str, Any] = {"kind": kind}
+    if provider is not None:
+        source["provider"] = provider
+    if model is not None:
+        source["model"] = model
+    return {"title": text, "messageSeqs": list(messages), "source": source}
 
 
 TEST_LOG = "\n".join(
@@ -187,12 +249,17 @@ TEST_LOG = "\n".join(
 )
 
 
+TITLE_PROVIDER = "example-llm"
+TITLE_MODEL = "title-small-1"
+
+
 def root_log() -> LogBuilder:
     """The root session: a bug hunt with a tool-result rewrite and nested compactions."""
     b = LogBuilder(T0)
     b.turn_start()
     ask = b.user("test_nested_quotes fails about one run in five. Please find out why and fix it.")
     b.assistant("I'll run the parser tests first to see the failure.", [ask])
+    b.title("test_nested_quotes fails about one run", [ask])
     log1 = b.tool("bash", {"command": "pytest tests/test_parser.py -q"}, TEST_LOG)
     seen = b.assistant(
         "The failure is in the quote handling: an escaped quote inside a quoted field is split.",
@@ -208,8 +275,14 @@ def root_log() -> LogBuilder:
         "that is why it is flaky (test order).",
         [src],
     )
+    b.todos(
+        ("completed", "reproduce the flaky test_nested_quotes"),
+        ("in_progress", "make the split_fields cache per call"),
+        ("pending", "add a regression test for quote handling"),
+    )
     # A tool-result rewrite: the long test log is elided in place.
     b.rewrite_tool_result(log1, f"[elided: pytest output, {len(TEST_LOG)} characters]")
+    b.turn_end()
     b.turn_start()
     more = b.user("Good find. Can you make the cache per call instead of per module?")
     patch = b.tool(
@@ -224,13 +297,26 @@ def root_log() -> LogBuilder:
         seen,
         "Asked to fix flaky test_nested_quotes; the pytest run showed an escaped quote split.",
     )
+    b.turn_end()
     b.turn_start()
+    b.tool(
+        "bash",
+        {"command": "pip install pytest-repeat"},
+        "WARNING: Retrying after connection broken by 'NewConnectionError: Failed to establish "
+        "a new connection: [Errno 111] Connection refused' (proxy 127.0.0.1:3128)\n"
+        "ERROR: Could not install pytest-repeat: connect ECONNREFUSED 127.0.0.1:3128",
+        error=("ConnectionError", "ECONNREFUSED"),
+    )
     rerun = b.tool(
         "bash",
         {"command": "pytest tests/test_parser.py -q -p no:randomly --count 20"},
         "4280 passed in 61.2s",
     )
-    b.assistant("20 repeated runs pass: the flakiness is gone.", [rerun])
+    b.assistant(
+        "The package proxy refused the connection (ECONNREFUSED), but pytest-repeat was "
+        "already vendored: 20 repeated runs pass, the flakiness is gone.",
+        [rerun],
+    )
     # Second compaction shadows the first summary: a nested replacement.
     b.compact(
         first,
@@ -238,25 +324,113 @@ def root_log() -> LogBuilder:
         "Flaky test_nested_quotes came from a module-level cache in split_fields; "
         "moved the cache into the call.",
     )
+    b.turn_end()
     b.turn_start()
     final = b.user("Please also add a regression test.")
     b.tool("write_file", {"path": "tests/test_parser.py"}, "added test_nested_quotes_is_order_free")
-    b.assistant("Added test_nested_quotes_is_order_free; all tests pass.", [final])
+    done = b.assistant("Added test_nested_quotes_is_order_free; all tests pass.", [final])
+    b.todos(
+        ("completed", "reproduce the flaky test_nested_quotes"),
+        ("completed", "make the split_fields cache per call"),
+        ("completed", "add a regression test for quote handling"),
+    )
+    b.title(
+        "Fix flaky test_nested_quotes: per-call split_fields cache",
+        [ask, final, done],
+        kind="provider",
+        provider=TITLE_PROVIDER,
+        model=TITLE_MODEL,
+    )
+    b.turn_end()
     return b
 
 
+@dataclass(frozen=True)
+class Title:
+    """A title a demo session sets after its first turn (see `LogBuilder.title`)."""
+
+    text: str
+    kind: str = "fallback"
+    provider: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The tool a fork's turns call, and what it answers."""
+
+    name: str = "bash"
+    arguments: tuple[tuple[str, str], ...] = (("command", "rg -n cache parser/"),)
+    output: str = "parser/split.py:12:_CACHE = {}"
+    error: tuple[str, str] | None = None
+
+
 def fork_log(
-    parent: Sequence[SessionEvent], seed: int, time: int, asks: Sequence[str]
+    parent: Sequence[SessionEvent],
+    seed: int,
+    time: int,
+    asks: Sequence[str],
+    *,
+    title: Title | None = None,
+    tool: Tool = Tool(),
+    end: tuple[str, str | None] = ("completed", None),
 ) -> LogBuilder:
-    """A fork: the parent's first `seed` events, then its own turns."""
+    """A fork: the parent's first `seed` events, then its own turns (each an ask, a tool
+    call, an answer; `title` after the first, `end` how the last one ended)."""
     b = LogBuilder(time)
     for event in parent[:seed]:
         b.add(event.type, event.data, event.surface_op, event.source_event_seqs, gap_ms=0)
-    for ask in asks:
+    for n, ask in enumerate(asks):
         b.turn_start()
         q = b.user(ask)
-        out = b.tool("bash", {"command": "rg -n cache parser/"}, "parser/split.py:12:_CACHE = {}")
-        b.assistant(f"Looked into it: {ask.lower()}", [q, out])
+        out = b.tool(tool.name, dict(tool.arguments), tool.output, tool.error)
+        answer = b.assistant(f"Looked into it: {ask.lower()}", [q, out])
+        if n == 0 and title is not None:
+            b.title(title.text, [q, answer], title.kind, title.provider, title.model)
+        b.turn_end(*(end if n == len(asks) - 1 else ("completed", None)))
+    return b
+
+
+def resumed_log() -> LogBuilder:
+    """`demo-resumed`, two weeks later: docs work that meets a dead preview server and a
+    missing file. Its title comes after the persisted prefix: only the live copy has one."""
+    b = LogBuilder(RESUMED_AT)
+    b.turn_start()
+    ask = b.user("Update the docs for split_fields")
+    preview = b.tool(
+        "bash",
+        {"command": "make docs-preview"},
+        "Error: connect ECONNREFUSED 127.0.0.1:8080\n    at TCPConnectWrapper.afterConnect",
+        error=("FetchError", "ECONNREFUSED"),
+    )
+    answer = b.assistant(
+        "The docs preview server is not running (connect ECONNREFUSED 127.0.0.1:8080); "
+        "I'll start it and rebuild.",
+        [ask, preview],
+    )
+    b.title("Update the docs for split_fields", [ask, answer])
+    b.turn_end()
+    b.turn_start()
+    readme = b.user("Now the README example")
+    missing = b.tool(
+        "read_file",
+        {"path": "docs/examples/split.md"},
+        "ENOENT: no such file or directory, open 'docs/examples/split.md'",
+        error=("FsError", "ENOENT"),
+    )
+    b.assistant("docs/examples/split.md does not exist yet; I'll create it.", [readme, missing])
+    b.todos(
+        ("completed", "document the per-call cache of split_fields"),
+        ("in_progress", "write the README example"),
+        ("pending", "add a changelog entry"),
+    )
+    b.turn_end()
+    b.turn_start()
+    log = b.user("And the changelog")
+    wrote = b.tool("write_file", {"path": "CHANGELOG.md"}, "added 1 entry under Unreleased")
+    b.assistant("Changelog updated under Unreleased.", [log, wrote])
+    b.title("Docs and changelog for the split_fields fix", [ask, readme, log], kind="user")
+    b.turn_end()
     return b
 
 
@@ -277,7 +451,14 @@ def demo_sessions() -> dict[str, DemoSession]:
 
     put(SessionHeader(ROOT, T0, cwd="/work/parser", agent_preset="coder"), root)
     seed_a = 9
-    a = fork_log(root.events, seed_a, T0 + 600_000, ["Try the fix on the 2.x branch too"])
+    a = fork_log(
+        root.events, seed_a, T0 + 600_000, ["Try the fix on the 2.x branch too"],
+        title=Title("Backport the split_fields fix to 2.x", kind="user"),
+        tool=Tool("bash", (("command", "git cherry-pick -x 4f2a9c1"),),
+                  "error: could not apply 4f2a9c1... parser: per-call cache in split_fields\n"
+                  "CONFLICT (content): Merge conflict in parser/split.py",
+                  ("GitError", "MERGE_CONFLICT")),
+    )  # fmt: skip
     put(
         SessionHeader(
             FORK_A, T0 + 600_000, cwd="/work/parser", parent_session=ROOT, seed_length=seed_a,
@@ -285,7 +466,11 @@ def demo_sessions() -> dict[str, DemoSession]:
         ),
         a,
     )  # fmt: skip
-    sub = fork_log(a.events, 4, T0 + 900_000, ["Check which callers rely on the cache"])
+    sub = fork_log(
+        a.events, 4, T0 + 900_000, ["Check which callers rely on the cache"],
+        title=Title("Callers of the split_fields cache", "provider", TITLE_PROVIDER, TITLE_MODEL),
+        tool=Tool(output="parser/split.py:12:_CACHE = {}\nparser/csv.py:88:    split_fields(row)"),
+    )  # fmt: skip
     put(
         SessionHeader(
             FORK_A_SUB, T0 + 900_000, cwd="/work/parser", parent_session=FORK_A, seed_length=4,
@@ -293,31 +478,49 @@ def demo_sessions() -> dict[str, DemoSession]:
         ),
         sub,
     )  # fmt: skip
-    check = fork_log(sub.events, 2, T0 + 1_000_000, ["Run the benchmarks for split_fields"])
+    check = fork_log(
+        sub.events, 2, T0 + 1_000_000, ["Run the benchmarks for split_fields"],
+        tool=Tool(arguments=(("command", "python -m bench split_fields --rounds 5"),),
+                  output="split_fields: 1.84 µs/row (was 1.91 µs/row), 5 rounds"),
+    )  # no title: `title` is null  # fmt: skip
     put(
         SessionHeader(
-            FORK_A_SUB_CHECK, T0 + 1_000_000, cwd="/work/parser", parent_session=FORK_A_SUB,
-            seed_length=2, origin="subagent", delegation_depth=2, agent_preset="runner",
+            FORK_A_SUB_CHECK, T0 + 1_000_000, cwd="/work/parser/bench",
+            parent_session=FORK_A_SUB, seed_length=2, origin="subagent", delegation_depth=2,
+            agent_preset="runner",
         ),
         check,
     )  # fmt: skip
-    b = fork_log(root.events, 3, T0 + 700_000, ["Is there a simpler fix without a cache?"])
+    b = fork_log(
+        root.events, 3, FORK_B_AT, ["Is there a simpler fix without a cache?"],
+        title=Title("Is there a simpler fix without a cache?"),
+    )  # fmt: skip
     put(
         SessionHeader(
-            FORK_B, T0 + 700_000, cwd="/work/parser", parent_session=ROOT, seed_length=3,
+            FORK_B, FORK_B_AT, cwd="/work/parser", parent_session=ROOT, seed_length=3,
             origin="fork",
         ),
         b,
     )  # fmt: skip
-    orphan = fork_log([], 0, T0 - 86_400_000, ["Summarize yesterday's release notes"])
+    orphan = fork_log(
+        [], 0, T0 - DAY, ["Summarize yesterday's release notes"],
+        title=Title("Release notes digest", "provider", TITLE_PROVIDER, TITLE_MODEL),
+        tool=Tool("read_file", (("path", "RELEASE_NOTES.md"),),
+                  "## 3.2.0\n- faster split_fields\n- dropped Python 3.9"),
+    )  # fmt: skip
     put(
         SessionHeader(
-            ORPHAN, T0 - 86_400_000, cwd="/work/release", parent_session=MISSING_PARENT,
+            ORPHAN, T0 - DAY, cwd="/work/release", parent_session=MISSING_PARENT,
             seed_length=0, origin="fork",
         ),
         orphan,
     )  # fmt: skip
-    child = fork_log(orphan.events, 2, T0 - 86_000_000, ["Draft the changelog entry"])
+    child = fork_log(
+        orphan.events, 2, T0 - 86_000_000, ["Draft the changelog entry"],
+        title=Title("Draft the changelog entry"),
+        tool=Tool("write_file", (("path", "CHANGELOG.md"),), "wrote 6 lines"),
+        end=("error", "provider overloaded (HTTP 529): retry later"),
+    )  # fmt: skip
     put(
         SessionHeader(
             ORPHAN_CHILD, T0 - 86_000_000, cwd="/work/release", parent_session=ORPHAN,
@@ -325,13 +528,9 @@ def demo_sessions() -> dict[str, DemoSession]:
         ),
         child,
     )  # fmt: skip
-    resumed = fork_log(
-        [],
-        0,
-        T0 + 2_000_000,
-        ["Update the docs for split_fields", "Now the README example", "And the changelog"],
+    put(
+        SessionHeader(RESUMED, RESUMED_AT, cwd="/work/parser", agent_preset="writer"), resumed_log()
     )
-    put(SessionHeader(RESUMED, T0 + 2_000_000, cwd="/work/parser", agent_preset="writer"), resumed)
     return out
 
 
@@ -431,49 +630,59 @@ class SimulatedAgent:
     def _script(self) -> Any:
         tasks = itertools.cycle(
             [
-                ("Profile split_fields on the 50 MB fixture", "bash", "python -m cProfile ..."),
-                ("Check the fix on Windows line endings", "bash", "pytest -k crlf"),
-                ("Look for other module-level caches", "bash", "rg -n '_CACHE' parser/"),
-                ("Update the docstring of split_fields", "apply_patch", "parser/split.py"),
+                (
+                    "Profile split_fields on the 50 MB fixture",
+                    "bash",
+                    "python -m cProfile ...",
+                    None,
+                ),
+                ("Check the fix on Windows line endings", "bash", "pytest -k crlf", None),
+                (
+                    "Fetch the fixture from the cache server",
+                    "bash",
+                    "curl -fsS http://127.0.0.1:9000/fixtures/big.csv",
+                    ("FetchError", "ECONNREFUSED"),
+                ),
+                ("Look for other module-level caches", "bash", "rg -n '_CACHE' parser/", None),
+                ("Update the docstring of split_fields", "apply_patch", "parser/split.py", None),
             ]
         )
         for turn in itertools.count(1):
-            ask_text, tool, arg = next(tasks)
+            ask_text, tool, arg, error = next(tasks)
             yield ("turn/start", {"turn": turn}, None, None)
             ask = len(self.session)
-            yield ("user/message", _message("user", ask_text), "append", None)
+            yield ("user/message", _user(ask_text), "append", None)
             for word in ["Working", "on", "it", "now"]:
                 chunk = {"type": "text-delta", "index": 0, "text": word + " "}
                 yield ("assistant/chunk", {"turn": turn, "step": 0, "chunk": chunk}, None, None)
+            answer = len(self.session)
             yield (
                 "assistant/message",
                 _message("assistant", f"Working on it: {ask_text.lower()}."),
                 "append",
                 [ask],
             )
+            if turn == 1:  # the host's fallback title, then a provider's (SPEC §14)
+                yield ("session/title", _title(ask_text, [ask], "fallback", None, None), None, None)
+            elif turn == 2:
+                title = _title(
+                    "Speed up split_fields", [ask, answer], "provider", TITLE_PROVIDER, TITLE_MODEL
+                )
+                yield ("session/title", title, None, None)
             call_id = f"call_live_{turn}"
             call = len(self.session)
+            arguments = json.dumps({"arg": arg})
             yield (
                 "tool/call",
-                {"id": call_id, "name": tool, "arguments": {"arg": arg}},
+                {"callId": call_id, "name": tool, "arguments": arguments},
                 None,
                 None,
             )
-            output = f"$ {arg}\n" + "\n".join(f"line {n}: ok" for n in range(30))
-            result = {
-                "message": {
-                    "role": "tool",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "toolCallId": call_id,
-                            "name": tool,
-                            "content": output,
-                        }
-                    ],
-                }
-            }
-            yield ("tool/result", result, "append", [call])
+            if error is None:
+                output = f"$ {arg}\n" + "\n".join(f"line {n}: ok" for n in range(30))
+            else:
+                output = f"$ {arg}\ncurl: (7) Failed to connect: connect {error[1]} 127.0.0.1:9000"
+            yield ("tool/result", _tool_result(call_id, output, error), "append", [call])
             yield (
                 "assistant/message",
                 _message("assistant", f"Turn {turn} done."),
@@ -483,19 +692,18 @@ class SimulatedAgent:
             if turn % 3 == 0 and len(self._tool_results) >= 2:
                 old = self._tool_results[-2]
                 if old in self._surface:
-                    data = self.session.snapshot()[1][old].data
-                    item = {**data["message"]["content"][0], "content": "[elided]"}
-                    new = {**data, "message": {**data["message"], "content": [item]}}
+                    new = _rewritten(self.session.snapshot()[1][old].data, "[elided]")
                     yield ("tool/result", new, {"op": "replace", "start": old, "end": old}, [old])
             if turn % 5 == 0 and len(self._surface) > 12:
                 span = self._surface[:6]
                 yield ("compaction/start", {"reason": "context budget"}, None, None)
                 yield (
                     "user/message",
-                    _message("user", f"[compacted summary of turns up to {turn - 2}]"),
+                    _user(f"[compacted summary of turns up to {turn - 2}]"),
                     {"op": "replace", "start": span[0], "end": span[-1]},
                     span,
                 )
+            yield ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}, None, None)
 
 
 # -- what to try in GraphiQL ------------------------------------------------------------
@@ -530,6 +738,16 @@ query CurrentSurface {
       surfaceOp { kind start end }
       replacedEvents { seq type surface }
       data
+    }
+  }
+}
+""",
+    "titles": """\
+query Titles {
+  sessions(first: 10) {
+    nodes {
+      id
+      title { title sourceKind provider messageSeqs eventSeq updatedAt }
     }
   }
 }

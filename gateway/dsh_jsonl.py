@@ -68,7 +68,11 @@ from gateway.core.model import SessionEvent, SessionHeader
 __all__ = [
     "Artifact",
     "ArtifactError",
+    "ChunkPacker",
+    "dump_line",
     "dumps_artifact",
+    "header_line",
+    "pack_records",
     "parse_artifact",
     "read_artifact",
 ]
@@ -446,46 +450,103 @@ def dumps_artifact(
     Every line is compact JSON ending in a newline. With `pack_chunks`, runs of
     stream deltas become packed rows as the harness writes them. Raises
     ValueError for an event whose type is a packed-row tag (it would read
-    back as a row) and TypeError for data that is not JSON.
+    back as a row) and TypeError for data that is not JSON. (For a log too long
+    to hold as one string, `gateway.dsh_export` streams the same lines.)
     """
-    lines = [_dump_line({"type": "session", **header.to_json()})]
     log = list(events)
     for event in log:
-        if event.type in _ROW_TYPES:
-            raise ValueError(f"event seq {event.seq!r} has type {event.type!r}, a packed-row tag")
-    records = _pack(log) if pack_chunks else [event.to_json() for event in log]
-    lines.extend(_dump_line(record) for record in records)
-    return "".join(line + "\n" for line in lines)
+        check_exportable(event)
+    lines = [header_line(header)]
+    records = pack_records(log) if pack_chunks else (event_record(event) for event in log)
+    lines.extend(dump_line(record) for record in records)
+    return "".join(lines)
 
 
-def _dump_line(record: dict[str, Any]) -> str:
-    """Compact JSON; lone surrogates escaped (as JavaScript does) so the text encodes as UTF-8."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+def check_exportable(event: SessionEvent) -> None:
+    """ValueError when `event` cannot be written as a line (its type is a packed-row tag,
+    so it would read back as a row, not as itself)."""
+    if event.type in _ROW_TYPES:
+        raise ValueError(f"event seq {event.seq!r} has type {event.type!r}, a packed-row tag")
 
 
-def _pack(events: list[SessionEvent]) -> list[dict[str, Any]]:
-    """Records for `events`, maximal packable runs of >= MIN_PACKED_RUN as packed rows."""
-    records: list[dict[str, Any]] = []
-    run: list[SessionEvent] = []
+def header_line(header: SessionHeader) -> str:
+    """Line 1 of an artifact: the header tagged `"type": "session"`, with its newline."""
+    return dump_line({"type": "session", **header.to_json()})
 
-    def flush() -> None:
-        if len(run) >= MIN_PACKED_RUN:
-            records.append(_packed_row(run))
-        else:
-            records.extend(event.to_json() for event in run)
-        run.clear()
 
-    for event in events:
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""One encoder for every line (`json.dumps` with options builds one per call)."""
+
+
+def dump_line(record: dict[str, Any]) -> str:
+    """One record as compact JSON and its newline; lone surrogates escaped (as
+    JavaScript does) so the text encodes as UTF-8."""
+    line = _ENCODER.encode(record)
+    if not line.isascii():  # only then can it hold a surrogate
+        line = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+    return line + "\n"
+
+
+def event_record(event: SessionEvent) -> dict[str, Any]:
+    """`event.to_json()` without the copy of its data: a record to encode at once, for
+    logs too long to copy event by event."""
+    out: dict[str, Any] = {"type": event.type, "seq": event.seq, "time": event.time}
+    out["data"] = event.data
+    if event.surface_op is not None:
+        out["surfaceOp"] = event.surface_op
+    if event.source_event_seqs is not None:
+        src = event.source_event_seqs
+        out["sourceEventSeqs"] = list(src) if isinstance(src, tuple) else src
+    if event.ignorable:
+        out["ignorable"] = True
+    return out
+
+
+class ChunkPacker:
+    """The records of a log fed event by event: every maximal packable run of at least
+    MIN_PACKED_RUN stream deltas becomes one packed row, everything else its own record.
+
+    Only the current run is held (a run is one line of the file anyway), so a log
+    can be fed in pages of any size: `feed` gives back the records that are complete,
+    `finish` the rest.
+    """
+
+    __slots__ = ("_run",)
+
+    def __init__(self) -> None:
+        self._run: list[SessionEvent] = []
+
+    def feed(self, event: SessionEvent) -> list[dict[str, Any]]:
+        """The records `event` completes (the run before it, itself), in log order."""
+        check_exportable(event)
+        run = self._run
         if _packable(event):
-            if run and not _continues(run[-1], event):
-                flush()
-            run.append(event)
-        else:
-            flush()
-            records.append(event.to_json())
-    flush()
-    return records
+            out = self._flush() if run and not _continues(run[-1], event) else []
+            self._run.append(event)
+            return out
+        if not run:
+            return [event_record(event)]
+        out = self._flush()
+        out.append(event_record(event))
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The records of the run still open (call once, after the last event)."""
+        return self._flush()
+
+    def _flush(self) -> list[dict[str, Any]]:
+        run, self._run = self._run, []
+        if len(run) >= MIN_PACKED_RUN:
+            return [_packed_row(run)]
+        return [event_record(event) for event in run]
+
+
+def pack_records(events: Iterable[SessionEvent]) -> Iterator[dict[str, Any]]:
+    """Records for `events`, maximal packable runs of >= MIN_PACKED_RUN as packed rows."""
+    packer = ChunkPacker()
+    for event in events:
+        yield from packer.feed(event)
+    yield from packer.finish()
 
 
 def _packable(event: SessionEvent) -> bool:

@@ -25,10 +25,11 @@ from .backend import (
     StoredEvent,
     StoredSession,
     StoredTrace,
+    TitleReads,
 )
 from .batching import BatchFn, Lifetime, Loader
 from .errors import ErrorCode, SessionQueryError, backend_failure, session_not_found
-from .model import SessionHeader
+from .model import SessionEvent, SessionHeader
 from .reach import Headers, Reached, WalkSeed, ancestry_per_seed, descendancy_per_seed
 
 T = TypeVar("T")
@@ -230,6 +231,32 @@ class DerivedLoaders:
         return Loader(
             self._lifetime, _guarded("read_traces", "trace an event", self._reads.read_traces)
         )
+
+
+class TitleLoaders:
+    """The stored titles of `TitleReads` (SPEC §14): a page's ids in one backend call."""
+
+    def __init__(self, reads: TitleReads, lifetime: Lifetime) -> None:
+        self._reads = reads
+        self._lifetime = lifetime
+
+    @cached_property
+    def titles(self) -> Loader[str, SessionEvent]:
+        """The last `session/title` event of a stored id (None: it has none)."""
+        reads = self._reads
+
+        async def batch(ids: Sequence[str]) -> Mapping[str, SessionEvent]:
+            found = await call_backend("read titles", lambda: reads.load_titles(ids))
+            for event in _dict("load_titles", found).values():
+                if not isinstance(event, SessionEvent):
+                    raise SessionQueryError(
+                        ErrorCode.PERSISTENCE_FAILED,
+                        f"persistence backend returned {type(event).__name__}, "
+                        "not a SessionEvent, as a title",
+                    )
+            return found
+
+        return Loader(self._lifetime, batch)
 
 
 class StoredEventReads:

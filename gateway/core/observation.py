@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from .backend import (
     EventQuery,
     PersistenceBackend,
+    ScopeFilter,
+    SearchReads,
     StoredEvent,
     StoredSession,
     StoredTrace,
@@ -39,13 +41,20 @@ from .batching import Lifetime, PerKey
 from .corpus import Corpus, SessionKey, SessionsPage, corpus_key
 from .errors import session_not_found
 from .fold import fold_surface
-from .loaders import CorpusLoaders, DerivedLoaders, StoredEventReads
+from .loaders import (
+    CorpusLoaders,
+    DerivedLoaders,
+    StoredEventReads,
+    TitleLoaders,
+    call_backend,
+)
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .scope import Scope
 from .sources import NO_BACKEND, NOT_STORED, LiveSources, StoredSources
 from .store import LiveSession, SessionStore
 from .stored_view import StoredView
+from .titles import SessionTitle, last_title_event, title_of
 from .views import FoldedView, SessionView
 from .visibility import Visibility
 from .walks import Walks
@@ -67,6 +76,9 @@ class Observation:
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
         derived = DerivedLoaders(caps.derived, lifetime) if caps and caps.derived else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
+        self._search = caps.search if caps is not None else None
+        self._derived_reads = caps.derived if caps else None
+        self._titles = TitleLoaders(caps.titles, lifetime) if caps and caps.titles else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
@@ -92,6 +104,11 @@ class Observation:
     @property
     def has_backend(self) -> bool:
         return self._stored.backend is not None
+
+    @property
+    def stored_search(self) -> SearchReads | None:
+        """The backend's full-text index, when it has one (`gateway.core.search`)."""
+        return self._search
 
     async def backend_headers(self) -> dict[str, SessionHeader]:
         """The backend's whole listing by id (empty with no backend), made once."""
@@ -123,6 +140,14 @@ class Observation:
     async def visible(self, header: SessionHeader) -> bool:
         """Whether the scope lets this session be seen (always, when unscoped)."""
         return await self._visibility.visible(header)
+
+    async def visible_only(self, headers: Sequence[SessionHeader]) -> list[SessionHeader]:
+        """The headers the scope lets be seen, in their order."""
+        return await self._visibility.visible_only(headers)
+
+    async def scope_filter(self) -> ScopeFilter | None:
+        """The scope as a backend predicate over stored sessions (None when unscoped)."""
+        return await self._visibility.session_filter()
 
     async def require_visible(self, session_id: str) -> None:
         """SESSION_NOT_FOUND, worded as for an absent id, when the scope hides the session."""
@@ -193,9 +218,68 @@ class Observation:
             return stored.header, [r.event for r in await self._event_reads.events(query)]
         return stored.header, list((await self._stored.log(session_id))[lo : hi + 1])
 
+    async def log_extent(self, session_id: str) -> tuple[SessionHeader, int]:
+        """The header and log length of a session as this observation sees it (no fold:
+        an invalid log is still a log); SESSION_NOT_FOUND etc. as for `locate`."""
+        await self._visibility.require(session_id)
+        if self._live.session(session_id) is not None:
+            view = await self.view(session_id)
+            return view.header, view.length
+        stored = await self._stored.proved(session_id)
+        if self._derived_reads is not None and stored.event_count >= 0:
+            return stored.header, stored.event_count
+        return stored.header, len(await self._stored.log(session_id))
+
+    async def log_slice(self, session_id: str, lo: int, hi: int) -> list[SessionEvent]:
+        """The raw events lo..hi of the log `log_extent` measured, read afresh and not
+        remembered: for streaming a whole log page by page (an export) in memory that
+        follows the page, not the log. Events are shared values: do not mutate them."""
+        _, length = await self.log_extent(session_id)
+        lo, hi = max(lo, 0), min(hi, length - 1)
+        if lo > hi:
+            return []
+        if self._live.session(session_id) is not None:
+            return await (await self.view(session_id)).window(lo, hi)
+        derived = self._derived_reads
+        stored = await self._stored.proved(session_id)
+        if derived is None or stored.event_count < 0:
+            return list((await self._stored.log(session_id))[lo : hi + 1])
+        query = EventQuery(session_id, lo, hi, length)
+        found = await call_backend("read events", lambda: derived.read_events([query]))
+        rows = found.get(query) if isinstance(found, dict) else None
+        if rows is None:
+            raise session_not_found(session_id, "it was removed from persistence while being read")
+        return [row.event for row in rows]
+
     async def raw_log(self, session_id: str) -> Sequence[SessionEvent]:
         """The whole stored log, loaded once (backends without stored derivations)."""
         return await self._stored.log(session_id)
+
+    # -- its title (SPEC §14) ------------------------------------------------------------------
+
+    async def title(self, session_id: str) -> SessionTitle | None:
+        """The session's title: what its last `session/title` event says, None when it has
+        none or that event is malformed (`gateway.core.titles`).
+
+        For a session this observation has already found (a page's records, a located
+        id): a live one answers from the seqs its store remembers, as of this
+        observation's view (persistence untouched); a stored one from the backend's
+        `TitleReads`, the ids asked in one turn in one call; any other backend by
+        scanning the log of the session's view.
+        """
+        event = await self.title_event(session_id)
+        return None if event is None else title_of(event)
+
+    async def title_event(self, session_id: str) -> SessionEvent | None:
+        """The session's last `session/title` event (see `title`), or None."""
+        await self._visibility.require(session_id)
+        live = self._live.session(session_id)
+        if live is not None:
+            return live.title_event((await self.view(session_id)).length)
+        if self._titles is not None:
+            return await self._titles.titles.load(session_id)
+        view = await self.view(session_id)
+        return last_title_event(await view.window(0, view.length - 1))
 
     # -- stored derivations, batched (what a `StoredView` reads) ------------------------------
 

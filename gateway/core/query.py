@@ -13,11 +13,22 @@ from typing import TypeVar
 
 from .backend import PersistenceBackend, is_backend
 from .errors import ErrorCode, SessionQueryError
+from .filters import EventFilter, SessionFilter
 from .lineage import trace_lineage
+from .matching import RankKey
 from .observation import Observation
 from .results import EventRecord, EventTrace, ReadWindow, SessionRecord, SessionTrace
 from .scope import Scope
+from .search import (
+    DEFAULT_SEARCH_LIMIT,
+    PYTHON,
+    EventSearchPage,
+    SessionSearchPage,
+    search_events,
+    search_sessions,
+)
 from .store import SessionStore
+from .titles import SessionTitle
 
 DEFAULT_READ_WINDOW_MAX = 50
 T = TypeVar("T")
@@ -60,6 +71,42 @@ class _Operations:
 
     async def trace_event(self, session_id: str, seq: int) -> EventTrace:
         return await self._run(lambda obs: trace_event(obs, session_id, seq))
+
+    async def search_sessions(
+        self,
+        text: str,
+        session_filter: SessionFilter | None = None,
+        event_filter: EventFilter | None = None,
+        limit: int = DEFAULT_SEARCH_LIMIT,
+        after: RankKey | None = None,
+    ) -> SessionSearchPage:
+        """Sessions with an event matching `text`, ranked by their best event (SPEC §13);
+        `after` is a previous page's `next_after`."""
+        return await self._run(
+            lambda obs: search_sessions(
+                obs, text, session_filter, event_filter, limit, after, names=PYTHON
+            )
+        )
+
+    async def search_events(
+        self,
+        session_id: str,
+        text: str,
+        event_filter: EventFilter | None = None,
+        limit: int = DEFAULT_SEARCH_LIMIT,
+        after: RankKey | None = None,
+    ) -> EventSearchPage:
+        """Events of one session matching `text`, ranked (SPEC §13)."""
+        return await self._run(
+            lambda obs: search_events(
+                obs, session_id, text, event_filter, limit, after, names=PYTHON
+            )
+        )
+
+    async def session_title(self, session_id: str) -> SessionTitle | None:
+        """The session's title (SPEC §14), None when it has none; SESSION_NOT_FOUND when
+        the corpus (or the scope) lacks the session."""
+        return await self._run(lambda obs: session_title(obs, session_id))
 
 
 class SessionQuery(_Operations):
@@ -251,3 +298,10 @@ async def trace_event(obs: Observation, session_id: str, seq: int) -> EventTrace
         source_event_seqs=list(sources) if sources else [],
         derived_event_seqs=relations.derived,
     )
+
+
+async def session_title(obs: Observation, session_id: str) -> SessionTitle | None:
+    """A session's title: its last `session/title` event's, None when it has none or that
+    event is malformed (`gateway.core.titles`); the session is located first."""
+    await obs.locate(session_id)
+    return await obs.title(session_id)

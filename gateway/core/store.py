@@ -21,13 +21,16 @@ from __future__ import annotations
 import logging
 import threading
 import time as _time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from .fold import SURFACE_BY_CODE, EventSurface, SurfaceFold
 from .ids import id_problem, shown
+from .indexed_text import IndexedText, index_event
 from .jsonvalue import JsonValue, clone_json
 from .model import SessionEvent, SessionHeader
+from .titles import TITLE_EVENT
 from .views import LiveState, LiveView
 
 logger = logging.getLogger("gateway.core")
@@ -51,7 +54,17 @@ def now_ms() -> int:
 class LiveSession:
     """One live session: an immutable header and an append-only, always-valid log."""
 
-    __slots__ = ("_cited_by", "_closed", "_events", "_fold", "_listeners", "_lock", "header")
+    __slots__ = (
+        "_cited_by",
+        "_closed",
+        "_events",
+        "_fold",
+        "_listeners",
+        "_lock",
+        "_texts",
+        "_title_seqs",
+        "header",
+    )
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
         self.header = header
@@ -60,15 +73,24 @@ class LiveSession:
         self._fold = SurfaceFold(self._events.__getitem__)
         # who cites whom, kept as appends go: seq -> citing seqs in log order
         self._cited_by: dict[int, list[int]] = {}
+        # the search index, kept as appends go: seq -> the event's indexed text (or None)
+        self._texts: list[IndexedText | None] = []
+        # the seqs of its `session/title` events, ascending (SPEC §14), kept as appends go
+        self._title_seqs: list[int] = []
         self._listeners: tuple[AppendListener, ...] = ()  # replaced, never mutated
         self._closed = False
         for event in seed:  # a seed that breaks a rule raises here: no session is made
             self._commit(event)
 
     def _commit(self, event: SessionEvent) -> None:
-        """Validate and record one event (the caller holds the lock, or owns the session)."""
+        """Validate, index and record one event (the caller holds the lock, or owns the
+        session). The text is indexed first: whatever fails leaves the log as it was."""
+        indexed = index_event(event.type, event.data)
         self._fold.apply(event)
         self._events.append(event)
+        self._texts.append(indexed)
+        if event.type == TITLE_EVENT:
+            self._title_seqs.append(event.seq)
         sources = event.source_event_seqs
         if sources:
             cited_by = self._cited_by
@@ -201,10 +223,24 @@ class LiveSession:
         with self._lock:
             return self._events[max(start, 0) : stop]
 
+    def indexed_texts(self, stop: int) -> list[IndexedText | None]:
+        """The indexed texts of events 0..stop-1 (one slice under the lock; entries never
+        change once committed), for searching a view of `stop` events."""
+        with self._lock:
+            return self._texts[:stop]
+
     def surface_of(self, seq: int) -> EventSurface:
         """The class of event `seq` (< len) as of now, from the incremental fold."""
         with self._lock:
             return SURFACE_BY_CODE[self._fold.code(seq)]
+
+    def title_event(self, length: int) -> SessionEvent | None:
+        """The last `session/title` event among the first `length` events (a view's
+        moment), or None: the remembered seqs are searched, the log is not scanned."""
+        with self._lock:
+            seqs = self._title_seqs
+            at = bisect_left(seqs, length)
+            return self._events[seqs[at - 1]] if at else None
 
     def view(self) -> LiveView:
         """The session as of now, without copying the log: the answers of the view

@@ -7,6 +7,8 @@ Routes:
   graphql-transport-ws (`gateway.server.websocket`) and over SSE
   (`Accept: text/event-stream`, `gateway.server.sse`);
 * `/healthz` — 200 while the process serves requests;
+* `/sessions/{id}/export` — a session as a dsh JSONL artifact, or a zip with its
+  descendants (`gateway.server.export`), under the same caller rules as `/graphql`;
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
   `config.readiness_timeout`; else 503 with the reason;
@@ -49,6 +51,7 @@ from .codes import GATEWAY_CODES
 from .config import GatewayConfig
 from .cors import cors_middleware
 from .errors import error_code, new_correlation_id
+from .export import EXPORT_PATH, ExportEndpoint
 from .host_check import HostAllowList
 from .http import GraphQLHTTP
 from .limits import BodySizeLimit
@@ -197,6 +200,8 @@ def create_app(
         WebSocketRoute(GRAPHQL_PATH, websocket),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        # the same caller rules as /graphql: the endpoint asks the pipeline's `access`
+        Route(EXPORT_PATH, ExportEndpoint(pipeline), methods=["GET"]),
     ]
     if config.expose_metrics:
         routes.append(Route("/metrics", MetricsEndpoint(metrics)))
@@ -205,7 +210,7 @@ def create_app(
         routes.append(Route(UI_PATH, ui_page(auth=authenticate is not None), methods=["GET"]))
         routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
     # Every exact path the app serves is a `route` label of its own (the viewer too).
-    metrics.know_routes([r.path for r in routes if isinstance(r, Route)])
+    metrics.know_routes([r.path for r in routes if isinstance(r, Route) and "{" not in r.path])
     guarded = ["/metrics", UI_PATH] if config.expose_metrics else [UI_PATH]
     hosts = config.allowed_hosts
     return Starlette(

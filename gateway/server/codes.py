@@ -31,6 +31,8 @@ class GatewayCode(StrEnum):
     TRUSTED_DOCUMENT_REQUIRED = "TRUSTED_DOCUMENT_REQUIRED"
     SUBSCRIPTION_LAGGED = "SUBSCRIPTION_LAGGED"
     TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
+    EXPORT_UNSUPPORTED = "EXPORT_UNSUPPORTED"
+    """A log holding an event no artifact line can stand for (SPEC §15, `dsh_export`)."""
 
 
 GATEWAY_CODES: frozenset[str] = frozenset(code.value for code in GatewayCode)

@@ -8,6 +8,8 @@ counts its bound times that:
 | list | bound |
 |---|---|
 | `nodes` / `edges` of a connection | the field's `first` (default 50, at most 500) |
+| `nodes` / `edges` of a search connection | the field's `first` (default 20, at most 100) |
+| `EventSearchHit.highlights` | 10 (snippets are cheap: a scalar) |
 | `ReadWindow.events` | `before + after + 1` of `window` / `readEvent` |
 | `Session.surface` | 500 |
 | `Session.children`, `Event.replacementChain` / `replacedEvents` / `sources` / `derived` | 20 |
@@ -15,8 +17,12 @@ counts its bound times that:
 | `SessionTrace.descendants` | 50 |
 | `LineageNode.descendants` (each level of the nested tree multiplies) | 5 |
 | `LineageGraph.nodes` / `edges` | 200 |
-| introspection lists (`types`, `fields`, `args`, ...) | what this schema actually holds |
+| introspection lists (`types`, `fields`, `args`, ...) | what the schema holds (its averages) |
 | any other list | 100 |
+
+`Session.title` is one object per session (its `messageSeqs` are leaves) and
+is read, for a page of stored sessions, in one batched backend call
+(`TitleReads`), so it costs what the page returns.
 
 Unpaged lists can be longer than their bound (a surface of a million events):
 the bounds estimate a typical answer so that nesting them is refused, they do
@@ -45,6 +51,9 @@ from graphql import (
     get_named_type,
 )
 
+from gateway.core.search import DEFAULT_SEARCH_LIMIT as DEFAULT_SEARCH_PAGE
+from gateway.core.search import MAX_SEARCH_LIMIT as MAX_SEARCH_PAGE
+
 from .types.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 DEFAULT_LIST_BOUND = 100
@@ -61,6 +70,7 @@ UNPAGED_LIST_BOUNDS: dict[tuple[str, str], int] = {
     ("LineageNode", "descendants"): 5,
     ("LineageGraph", "nodes"): 200,
     ("LineageGraph", "edges"): 200,
+    ("EventSearchHit", "highlights"): 10,
 }
 
 CAP = 10**12
@@ -110,6 +120,10 @@ def _first(node: FieldNode, variables: Mapping[str, Any]) -> int:
     return _arg(node, "first", variables, DEFAULT_PAGE_SIZE)
 
 
+def _search_first(node: FieldNode, variables: Mapping[str, Any]) -> int:
+    return min(_arg(node, "first", variables, DEFAULT_SEARCH_PAGE), MAX_SEARCH_PAGE)
+
+
 def _window(node: FieldNode, variables: Mapping[str, Any]) -> int:
     return _arg(node, "before", variables, 0) + _arg(node, "after", variables, 0) + 1
 
@@ -117,6 +131,8 @@ def _window(node: FieldNode, variables: Mapping[str, Any]) -> int:
 PAGED_TYPES: dict[str, tuple[Callable[[FieldNode, Mapping[str, Any]], int], frozenset[str]]] = {
     "SessionConnection": (_first, frozenset({"nodes", "edges"})),
     "EventConnection": (_first, frozenset({"nodes", "edges"})),
+    "SessionSearchConnection": (_search_first, frozenset({"nodes", "edges"})),
+    "EventSearchConnection": (_search_first, frozenset({"nodes", "edges"})),
     "ReadWindow": (_window, frozenset({"events"})),
 }
 
@@ -138,17 +154,24 @@ class CostModel:
             for t in types
             if isinstance(t, GraphQLInterfaceType | GraphQLUnionType)
         ]
+        # A type lists fields, input fields or enum values, and `__Schema.types` multiplies
+        # them all: the figures per type and per field are the schema's averages (rounded
+        # up), so the whole introspection GraphiQL sends estimates what the schema holds
+        # rather than every type times the largest one (which refused it once the schema
+        # grew the search and filter types). Nesting still multiplies.
+        n = max(len(types), 1)
+        field_count = sum(len(f) for f in fields)
         self.bounds = dict(UNPAGED_LIST_BOUNDS)
         self.bounds.update(
             {
                 ("__Schema", "types"): len(types),
                 ("__Schema", "directives"): len(schema.directives),
-                ("__Type", "fields"): max((len(f) for f in fields), default=1),
-                ("__Type", "inputFields"): max((len(f) for f in inputs), default=1),
-                ("__Type", "enumValues"): max(enums, default=1),
+                ("__Type", "fields"): _mean(field_count, n),
+                ("__Type", "inputFields"): _mean(sum(len(f) for f in inputs), n),
+                ("__Type", "enumValues"): _mean(sum(enums), n),
                 ("__Type", "interfaces"): max(possible, default=1),
                 ("__Type", "possibleTypes"): max(possible, default=1),
-                ("__Field", "args"): max(args, default=1),
+                ("__Field", "args"): _mean(sum(args), field_count + len(schema.directives)),
                 ("__Directive", "args"): max(args, default=1),
             }
         )
@@ -180,6 +203,11 @@ class CostModel:
             bound = self.bounds.get((on.name, name), DEFAULT_LIST_BOUND)
             return Weight(_cap(bound * (1 + inner.fixed)))
         return Weight(_cap(1 + inner.fixed))
+
+
+def _mean(total: int, count: int) -> int:
+    """`total / count` rounded up, at least 1."""
+    return max(1, -(-total // max(count, 1)))
 
 
 def _is_list(kind: Any) -> bool:

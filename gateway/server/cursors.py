@@ -6,7 +6,12 @@ The payload is versioned and names what it points into:
 * sessions: `[1, "s", createdAt, id]`, the last session of a page in the list
   order (newest first, ties by id); the next page starts strictly after it;
 * events: `[1, "e", sessionId, seq]`; the next page starts at the first event
-  (matching the filter) with a greater seq.
+  (matching the filter) with a greater seq;
+* search hits: `[1, "qs" | "qe", binding, matchCount, length, time, sessionId, seq]`,
+  the last hit's `RankKey` (SPEC §13); `binding` is a digest of what the ranking
+  is of (the normalized query, the filters and, for `searchEvents`, the session
+  id), so a cursor of another search is refused rather than paging a different
+  ranking.
 
 Keyset cursors hold positions, not offsets, so a page stays correct when
 sessions are added (or events appended) between requests: nothing is skipped or
@@ -31,11 +36,21 @@ import json
 import secrets
 from typing import Any
 
+from gateway.core.matching import RankKey
+
 from .errors import GatewayError, bad_input
 
 VERSION = 1
 SESSION = "s"
 EVENT = "e"
+SEARCH_SESSIONS = "qs"
+SEARCH_EVENTS = "qe"
+_KINDS = {
+    SESSION: "a list of sessions",
+    EVENT: "a list of events",
+    SEARCH_SESSIONS: "a session search",
+    SEARCH_EVENTS: "an event search",
+}
 _MAC_BYTES = 12
 
 
@@ -101,8 +116,7 @@ class CursorCodec:
         if not isinstance(values, list) or len(values) < 2 or values[0] != VERSION:
             raise invalid("unknown cursor version")
         if values[1] != kind:
-            what = "sessions" if kind == SESSION else "events"
-            raise invalid(f"it is not a cursor into a list of {what}")
+            raise invalid(f"it is not a cursor into {_KINDS[kind]}")
         return values[2:]
 
     # -- sessions --------------------------------------------------------------
@@ -130,3 +144,31 @@ class CursorCodec:
                 argument,
             )
         return int(seq)
+
+    # -- search hits -------------------------------------------------------------
+
+    def search_hit(self, kind: str, binding: str, key: RankKey) -> str:
+        """The cursor of a hit of the search bound to `binding` (see `search_binding`)."""
+        return self._encode([VERSION, kind, binding, *key])
+
+    def decode_search_hit(
+        self, cursor: str, kind: str, binding: str, argument: str = "after"
+    ) -> RankKey:
+        """The key a search cursor points at; BAD_USER_INPUT for a cursor of another
+        search (query, filters, session) as for any foreign cursor."""
+        values = self._decode(cursor, kind, argument)
+        if len(values) != 6 or values[0] != binding:
+            raise bad_input(
+                f"`{argument}` is a cursor of another search (another query, filter or "
+                "session); page a search with the cursors it returned, or start again "
+                "without `after`",
+                argument,
+            )
+        match_count, length, time, session_id, seq = values[1:]
+        return RankKey(int(match_count), int(length), int(time), str(session_id), int(seq))
+
+
+def search_binding(*parts: object) -> str:
+    """A digest of what a search ranks: its normalized query, its filters (frozen core
+    values, whose `repr` is canonical) and, for `searchEvents`, the session id."""
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]

@@ -19,8 +19,15 @@ from .context import Context
 from .limits import prepared_documents
 from .preparation import DocumentPreparer
 from .types.events import Event, EventConnection, EventTrace, ReadWindow
+from .types.filters import EventFilter, SessionFilter
 from .types.lineage import SessionTrace
 from .types.scalars import SCALAR_MAP, EventSurface, resolver
+from .types.search import (
+    EventSearchConnection,
+    SessionSearchConnection,
+    search_events,
+    search_sessions,
+)
 from .types.sessions import (
     Session,
     SessionConnection,
@@ -93,6 +100,40 @@ class Query:
     @resolver("How an event replaces and cites others, and is replaced/cited.")
     async def trace_event(self, info: Info, session_id: strawberry.ID, seq: int) -> EventTrace:
         return EventTrace.of(await info.context.trace_event(session_id, seq))
+
+    @resolver(
+        "Sessions with an event whose text holds `query` as a phrase (SQLite FTS5 unicode61 "
+        "tokens: case and diacritics folded), ranked by their best event: matchCount "
+        "descending, then shorter text, newer time, session id, higher seq. `filter` narrows "
+        "the sessions, `eventFilter` the events (neither takes `text`). `first` defaults to "
+        "20 (1..100); `after` is a cursor of the same search."
+    )
+    async def search_sessions(
+        self,
+        info: Info,
+        query: str,
+        filter: SessionFilter | None = strawberry.UNSET,
+        event_filter: EventFilter | None = strawberry.UNSET,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+    ) -> SessionSearchConnection:
+        return await search_sessions(info.context, query, filter, event_filter, first, after)
+
+    @resolver(
+        "A session's events whose text holds `query` as a phrase, ranked like "
+        "`searchSessions`' best matches (SESSION_QUERY_SESSION_NOT_FOUND for an absent id). "
+        "`filter` narrows the events (no `text`); `first` defaults to 20 (1..100)."
+    )
+    async def search_events(
+        self,
+        info: Info,
+        session_id: strawberry.ID,
+        query: str,
+        filter: EventFilter | None = strawberry.UNSET,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+    ) -> EventSearchConnection:
+        return await search_events(info.context, session_id, query, filter, first, after)
 
 
 class GatewaySchema(strawberry.Schema):

@@ -3,7 +3,8 @@
 A `Session` wraps a `SessionRef` (header, live, persisted). Every field is
 answered from the request's observation: indexed corpus questions for
 `parent`, `children` and `lineage`, the session's view (made once) for
-`events`, `surface` and `event`, and `read_event` for `window`.
+`events`, `surface` and `event`, `read_event` for `window`, and the
+observation's batched title reads for `title`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .events import Event, EventConnection, ReadWindow, event_connection
 from .lineage import SessionTrace
 from .pagination import PageInfo, given, page_size
 from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
+from .titles import SessionTitle
 
 Info = strawberry.Info[Context, None]
 
@@ -106,6 +108,14 @@ class Session:
     @resolver("Its immutable header.")
     def header(self) -> SessionHeader:
         return SessionHeader.of(self.ref.header)
+
+    @resolver(
+        "Its title: what its last `session/title` event says; null when it has none or "
+        "that event is malformed. A page's stored titles are read in one backend call."
+    )
+    async def title(self, info: Info) -> SessionTitle | None:
+        title = await info.context.obs.title(self.ref.header.id)
+        return None if title is None else SessionTitle.of(title)
 
     @resolver("The persistence backend holds it.")
     def persisted(self, info: Info) -> bool:
