@@ -211,9 +211,12 @@ _Loaded = FileReport | tuple[tuple[str, ...], PreparedImport]
 
 
 def _load_batch(
-    paths: Sequence[Path], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    paths: Sequence[Path],
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    with_terms: bool = True,
 ) -> list[_Loaded]:
-    """Read, parse, validate and encode each file (in a worker process or thread)."""
+    """Read, parse, validate and encode each file (in a worker process or thread);
+    `with_terms`: tokenize event texts for a PostgreSQL index (see `prepare_import`)."""
     out: list[_Loaded] = []
     for path in paths:
         read = _read(path, max_line_bytes)
@@ -221,7 +224,7 @@ def _load_batch(
             out.append(read)
             continue
         try:
-            prepared = prepare_import(read.header, read.events)
+            prepared = prepare_import(read.header, read.events, with_terms=with_terms)
         except Exception as exc:  # the fold's or the encoder's refusal
             out.append(_outcome_report(path, read, exc))
             continue
@@ -270,6 +273,7 @@ async def import_paths(
     batches = deque(files[i : i + BATCH_FILES] for i in range(0, total, BATCH_FILES))
     pool, workers = _process_pool(total)
     loop = asyncio.get_running_loop()
+    with_terms = not backend.is_sqlite
     ahead: deque[tuple[list[Path], asyncio.Future[list[_Loaded]]]] = deque()
 
     def submit() -> None:
@@ -278,9 +282,11 @@ async def import_paths(
         try:
             if pool is None:
                 raise RuntimeError("no worker processes")
-            future = loop.run_in_executor(pool, _load_batch, batch, max_line_bytes)
+            future = loop.run_in_executor(pool, _load_batch, batch, max_line_bytes, with_terms)
         except RuntimeError:  # no pool, or it broke: load in a thread
-            future = asyncio.ensure_future(asyncio.to_thread(_load_batch, batch, max_line_bytes))
+            future = asyncio.ensure_future(
+                asyncio.to_thread(_load_batch, batch, max_line_bytes, with_terms)
+            )
         ahead.append((batch, future))
 
     depth = workers + 1
@@ -293,7 +299,7 @@ async def import_paths(
             try:
                 loaded = await future
             except Exception:  # a worker process died: load this batch here instead
-                loaded = await asyncio.to_thread(_load_batch, batch, max_line_bytes)
+                loaded = await asyncio.to_thread(_load_batch, batch, max_line_bytes, with_terms)
             ready = [item[1] for item in loaded if not isinstance(item, FileReport)]
             outcomes = iter(await backend.import_prepared(ready, replace=replace))
             for path, item in zip(batch, loaded, strict=True):

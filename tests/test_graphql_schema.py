@@ -44,7 +44,12 @@ SPEC_TYPES: dict[str, dict[str, object]] = {
         "lineage": "SessionTrace!",
         "events": (
             "EventConnection!",
-            {"surface": "[EventSurface!]", "first": "Int", "after": "String"},
+            {
+                "surface": "[EventSurface!]",
+                "first": "Int",
+                "after": "String",
+                "filter": "EventFilter",  # SPEC §12
+            },
         ),
         "surface": "[Event!]!",
         "event": ("Event", {"seq": "Int!"}),
@@ -116,11 +121,20 @@ SPEC_TYPES: dict[str, dict[str, object]] = {
         "endCursor": "String",
     },
     "Query": {
-        "sessions": ("SessionConnection!", {"first": "Int", "after": "String"}),
+        "sessions": (
+            "SessionConnection!",
+            {"first": "Int", "after": "String", "filter": "SessionFilter"},  # SPEC §12
+        ),
         "session": ("Session", {"id": "ID!"}),
         "events": (
             "EventConnection!",
-            {"sessionId": "ID!", "surface": "[EventSurface!]", "first": "Int", "after": "String"},
+            {
+                "sessionId": "ID!",
+                "surface": "[EventSurface!]",
+                "first": "Int",
+                "after": "String",
+                "filter": "EventFilter",  # SPEC §12
+            },
         ),
         "event": ("Event", {"sessionId": "ID!", "seq": "Int!"}),
         "readEvent": (

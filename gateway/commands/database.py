@@ -74,8 +74,9 @@ def foreign_tables(path: Path) -> list[str]:
     """Tables in the SQLite file at `path` that are not the gateway's (nor SQLite's or
     Alembic's). Read with the stdlib driver, read-only, before any engine opens it."""
     from gateway.persistence.tables import metadata
+    from gateway.persistence.texts import SQLITE_INDEX_TABLES
 
-    ours = set(metadata.tables) | {"alembic_version"}
+    ours = set(metadata.tables) | {"alembic_version", *SQLITE_INDEX_TABLES}
     uri = f"{path.as_uri()}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)

@@ -4,12 +4,20 @@ The writer stores, with every event, what the surface fold derives (its class,
 its replacer and its order label), the citations between events and each
 session's class counts, and readers answer from them (SPEC §3a). This command
 refolds each stored log (every session, or the SESSIONs named) and compares
-every stored value with the fold. Nothing is written.
+every stored value with the fold. It also recomputes the search index's rows
+(the §13 text of each event, its length, type and time, and on PostgreSQL its
+tokens: `gateway.persistence.texts`) and the session's title seq from the
+stored events, and compares them with `event_texts` and `sessions.title_seq`;
+when every session is checked on SQLite, FTS5's own integrity check confirms
+that `event_fts` indexes exactly `event_texts`. Nothing is written.
 
 Each disagreeing value is printed on its own line (at most --max-rows per
 session, then a count of the rest):
 
   SESSION  seq SEQ  WHAT  stored S  expected E
+
+(WHAT is a derivation, `text row`, `text`, `length`, `type`, `time`, `terms`
+or `title_seq`.)
 
 Sessions whose stored log is invalid (the fold rejects it: readers report
 SESSION_QUERY_INVALID_SURFACE for it) are printed with the rule they break.
@@ -40,6 +48,7 @@ from gateway.commands import add_database_argument
 
 if TYPE_CHECKING:
     from gateway.persistence.derived import StoredDerivations
+    from gateway.persistence.index_check import StoredIndex
 
 MAX_ROWS = 20
 """Disagreements printed per session by default."""
@@ -171,6 +180,45 @@ def check_session(stored: StoredDerivations) -> SessionCheck:
     return SessionCheck(sid, "disagrees" if out else "agrees", len(log), out)
 
 
+def check_index(session_id: str, stored: StoredIndex, *, with_terms: bool) -> list[Disagreement]:
+    """Compare one session's text rows and title seq with those its stored events give."""
+    from gateway.persistence.texts import text_rows, title_seq
+
+    out: list[Disagreement] = []
+    expected = {r.seq: r for r in text_rows(session_id, stored.events, with_terms=with_terms)}
+    have = {r.seq: r for r in stored.rows}
+    for seq in sorted(expected.keys() | have.keys()):
+        a, b = have.get(seq), expected.get(seq)
+        if a is None or b is None:
+            present = a is not None
+            out.append(
+                Disagreement(
+                    session_id,
+                    seq,
+                    "text row",
+                    "present" if present else "absent",
+                    "absent" if present else "present",
+                )
+            )
+            continue
+        for what in ("type", "time", "length", "text", "terms"):
+            x, y = getattr(a, what), getattr(b, what)
+            if x != y:
+                out.append(Disagreement(session_id, seq, what, _brief(x), _brief(y)))
+    want = title_seq(stored.events)
+    if stored.title_seq != want:
+        out.append(Disagreement(session_id, None, "title_seq", stored.title_seq, want))
+    return out
+
+
+def _brief(value: object, limit: int = 60) -> object:
+    """A long text or token list shown by its start (the line says which row differs)."""
+    if isinstance(value, list | str):
+        shown_value = repr(value)
+        return shown_value if len(shown_value) <= limit else shown_value[: limit - 1] + "…"
+    return value
+
+
 class Progress:
     """Progress lines on stderr at most every PROGRESS_EVERY seconds, and a last one."""
 
@@ -264,10 +312,16 @@ async def _verify(args: argparse.Namespace) -> int:
         try:
             for group in _groups(counts):
                 stored = await db.read_derivations(group)
+                indexed = await db.read_text_index(group)
                 for sid in group:
                     if sid not in stored:  # deleted meanwhile
                         continue
                     result = check_session(stored[sid])
+                    if result.status in ("agrees", "disagrees") and sid in indexed:
+                        wrong = check_index(sid, indexed[sid], with_terms=not db.is_sqlite)
+                        result.disagreements.extend(wrong)
+                        if wrong:
+                            result.status = "disagrees"
                     tally[result.status] += 1
                     events += result.events
                     rows += len(result.disagreements)
@@ -282,6 +336,12 @@ async def _verify(args: argparse.Namespace) -> int:
             )
             return 2
         progress(done, events, final=True)
+        if not args.sessions:
+            problem = await db.check_search_index()
+            if problem is not None:
+                print(f"event_fts  -  index  stored {problem}  expected the index of event_texts")
+                tally["disagrees"] += 1
+                rows += 1
     finally:
         await db.close()
     print(

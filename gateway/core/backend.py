@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
-from .filters import EventFilter, SessionFilter
+from .filters import EventFilter, SessionFilter, TimeRange
 from .matching import RankKey
 from .model import SessionEvent, SessionHeader
 
@@ -162,7 +162,11 @@ class StoredEvent(NamedTuple):
 class EventQuery:
     """A ranged read: events of one session with `lo <= seq <= hi` and `seq < as_of`,
     ascending by seq, at most `limit` (None: all), and when `surfaces` is given only
-    those whose class as of `as_of` is one of these codes; payloads only `with_data`."""
+    those whose class as of `as_of` is one of these codes; payloads only `with_data`.
+
+    `time` and `types` (SPEC §12) narrow it further; the core sets them only for a
+    backend that offers `FilterReads` (a `read_events` that does not know them
+    would ignore them)."""
 
     session_id: str
     lo: int
@@ -171,6 +175,8 @@ class EventQuery:
     surfaces: frozenset[int] | None = None
     limit: int | None = None
     with_data: bool = True
+    time: TimeRange | None = None
+    types: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +224,41 @@ class DerivedReads(Protocol):
         self, keys: Sequence[tuple[str, int, int]]
     ) -> dict[tuple[str, int, int], StoredTrace]:
         """For each (session id, seq, as_of): the event's stored relations."""
+        ...
+
+
+# -- filters of the pages (SPEC §12) -----------------------------------------------------
+
+
+@runtime_checkable
+class FilterReads(Protocol):
+    """A backend that answers the clauses of SPEC §12 by index: all but `availability`
+    (the core's: it is about the live stores) and `text` (the core's literal scan).
+
+    Offering it also promises that `DerivedReads.read_events` honours
+    `EventQuery.time` and `EventQuery.types`. A backend without it still works: the
+    core then filters what `headers_page` / `read_events` / `list()` return."""
+
+    async def filtered_headers_page(
+        self,
+        after: tuple[int, str] | None,
+        limit: int,
+        sessions: SessionFilter,
+        where: ScopeFilter | None = None,
+    ) -> builtins.list[SessionHeader]:
+        """`CorpusReads.headers_page`, only headers matching `sessions` (its
+        `availability` ignored)."""
+        ...
+
+    async def count_filtered_sessions(
+        self, sessions: SessionFilter, where: ScopeFilter | None = None
+    ) -> int:
+        """How many stored sessions match `sessions` (and `where`, when given)."""
+        ...
+
+    async def count_events(self, queries: Sequence[EventQuery]) -> dict[EventQuery, int]:
+        """How many events each ranged read matches, its `limit` ignored (queries of
+        unknown sessions left out)."""
         ...
 
 
@@ -288,6 +329,7 @@ class Capabilities:
     derived: DerivedReads | None
     search: SearchReads | None = None
     titles: TitleReads | None = None
+    filters: FilterReads | None = None
 
 
 def capabilities_of(backend: PersistenceBackend) -> Capabilities:
@@ -297,6 +339,7 @@ def capabilities_of(backend: PersistenceBackend) -> Capabilities:
         derived=backend if isinstance(backend, DerivedReads) else None,
         search=backend if isinstance(backend, SearchReads) else None,
         titles=backend if isinstance(backend, TitleReads) else None,
+        filters=backend if isinstance(backend, FilterReads) else None,
     )
 
 

@@ -15,6 +15,7 @@ queries there.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -192,3 +193,46 @@ def event_matches(f: EventFilter, event: SessionEvent, surface: EventSurface) ->
     if f.types is not None and event.type not in f.types:
         return False
     return f.surface is None or surface in f.surface
+
+
+# -- the normalized form (what a cursor is bound to) -----------------------------------
+
+
+def _values(values: tuple[object, ...] | None) -> list[object] | None:
+    """A list's values as a set: deduplicated and sorted (None first)."""
+    if values is None:
+        return None
+    return sorted(set(values), key=lambda v: (v is not None, str(v)))
+
+
+def _range(r: TimeRange | SeqRange | None) -> list[int | None] | None:
+    return None if r is None or (r.from_ is None and r.to is None) else [r.from_, r.to]
+
+
+def filter_key(f: SessionFilter | EventFilter | None) -> str:
+    """The normalized filter as canonical JSON ("" when it constrains nothing): equal
+    for filters that select the same by the contract's rules (a `null` field or an
+    unbounded range left out, list values as a set, `text` trimmed)."""
+    if f is None:
+        return ""
+    fields: dict[str, object]
+    if isinstance(f, SessionFilter):
+        fields = {
+            "ids": _values(f.ids),
+            "cwd": _values(f.cwd),
+            "createdAt": _range(f.created_at),
+            "parent": _values(f.parent),
+            "availability": _values(f.availability),
+        }
+    else:
+        fields = {
+            "seq": _range(f.seq),
+            "time": _range(f.time),
+            "types": _values(f.types),
+            "surface": _values(f.surface),
+            "text": None if f.text is None else js_trim(f.text),
+        }
+    kept = {k: v for k, v in fields.items() if v is not None}
+    if not kept:
+        return ""
+    return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

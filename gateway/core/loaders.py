@@ -21,6 +21,7 @@ from .backend import (
     CorpusReads,
     DerivedReads,
     EventQuery,
+    FilterReads,
     ScopeFilter,
     StoredEvent,
     StoredSession,
@@ -184,9 +185,12 @@ TraceAt = tuple[str, int, int]
 class DerivedLoaders:
     """The stored derivations of `DerivedReads`, batched and remembered per key."""
 
-    def __init__(self, reads: DerivedReads, lifetime: Lifetime) -> None:
+    def __init__(
+        self, reads: DerivedReads, lifetime: Lifetime, filters: FilterReads | None = None
+    ) -> None:
         self._reads = reads
         self._lifetime = lifetime
+        self.filters = filters
 
     @cached_property
     def sessions(self) -> Loader[str, StoredSession]:
@@ -224,6 +228,15 @@ class DerivedLoaders:
         return Loader(
             self._lifetime,
             _guarded("read_surfaces", "read the surface", self._reads.read_surfaces),
+        )
+
+    @cached_property
+    def counts(self) -> Loader[EventQuery, int]:
+        """How many events a ranged read matches (`FilterReads.count_events`)."""
+        filters = self.filters
+        assert filters is not None
+        return Loader(
+            self._lifetime, _guarded("count_events", "count events", filters.count_events)
         )
 
     @cached_property
@@ -265,6 +278,17 @@ class StoredEventReads:
 
     def __init__(self, loaders: DerivedLoaders) -> None:
         self._loaders = loaders
+
+    @property
+    def filters(self) -> bool:
+        """Whether the backend answers `EventQuery.time` / `.types` and counts (§12)."""
+        return self._loaders.filters is not None
+
+    async def count(self, query: EventQuery) -> int:
+        found = await self._loaders.counts.load(query)
+        if found is None:
+            raise _gone(query.session_id)
+        return int(found)
 
     async def events(self, query: EventQuery) -> list[StoredEvent]:
         found = await self._loaders.events.load(query)

@@ -40,6 +40,7 @@ from .backend import (
 from .batching import Lifetime, PerKey
 from .corpus import Corpus, SessionKey, SessionsPage, corpus_key
 from .errors import session_not_found
+from .filters import SessionFilter
 from .fold import fold_surface
 from .loaders import (
     CorpusLoaders,
@@ -51,6 +52,7 @@ from .loaders import (
 from .model import SessionEvent, SessionHeader
 from .results import SessionRecord
 from .scope import Scope
+from .session_filter import FilteredSessions
 from .sources import NO_BACKEND, NOT_STORED, LiveSources, StoredSources
 from .store import LiveSession, SessionStore
 from .stored_view import StoredView
@@ -74,7 +76,8 @@ class Observation:
         self._lifetime = lifetime = Lifetime()
         caps = capabilities_of(backend) if backend is not None else None
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
-        derived = DerivedLoaders(caps.derived, lifetime) if caps and caps.derived else None
+        filters = caps.filters if caps else None
+        derived = DerivedLoaders(caps.derived, lifetime, filters) if caps and caps.derived else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
         self._search = caps.search if caps is not None else None
         self._derived_reads = caps.derived if caps else None
@@ -84,6 +87,14 @@ class Observation:
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
         self._corpus = Corpus(self._live, self._stored, self._visibility, lifetime)
         self._walks = Walks(self._live, self._stored, self._visibility, self._corpus, lifetime)
+        self._filtered = FilteredSessions(
+            self._live,
+            self._stored,
+            self._visibility,
+            self._corpus,
+            filters if corpus is not None else None,
+            lifetime,
+        )
         self._live_views: dict[str, SessionView] = {}
         self._stored_views: PerKey[str, SessionView] = PerKey(lifetime, self._stored_view)
 
@@ -333,6 +344,22 @@ class Observation:
     ) -> SessionsPage:
         """`first` records after the key `after`, in corpus order (see `Corpus.sessions_page`)."""
         return await self._corpus.sessions_page(after, first, with_total=with_total)
+
+    async def filtered_sessions_page(
+        self,
+        f: SessionFilter,
+        after: SessionKey | None,
+        first: int,
+        *,
+        with_total: bool = True,
+    ) -> SessionsPage:
+        """`sessions_page` over the sessions matching `f` (SPEC §12; see
+        `gateway.core.session_filter`); `f` is checked by `filters.check_session_filter`."""
+        return await self._filtered.page(f, after, first, with_total=with_total)
+
+    async def filtered_sessions_total(self, f: SessionFilter) -> int:
+        """How many (visible) sessions match `f`, counted once per observation and filter."""
+        return await self._filtered.total(f)
 
     async def children(self, session_id: str) -> list[SessionRecord]:
         """The sessions forked from this one, by createdAt then id."""

@@ -13,7 +13,8 @@ from typing import TypeVar
 
 from .backend import PersistenceBackend, is_backend
 from .errors import ErrorCode, SessionQueryError
-from .filters import EventFilter, SessionFilter
+from .event_filter import all_matching
+from .filters import EventFilter, SessionFilter, check_event_filter, check_session_filter
 from .lineage import trace_lineage
 from .matching import RankKey
 from .observation import Observation
@@ -107,6 +108,14 @@ class _Operations:
         """The session's title (SPEC §14), None when it has none; SESSION_NOT_FOUND when
         the corpus (or the scope) lacks the session."""
         return await self._run(lambda obs: session_title(obs, session_id))
+
+    async def filter_sessions(self, f: SessionFilter) -> list[SessionRecord]:
+        """The session records matching `f` (SPEC §12), newest first, ties by id."""
+        return await self._run(lambda obs: filter_sessions(obs, f))
+
+    async def filter_events(self, session_id: str, f: EventFilter) -> list[EventRecord]:
+        """The event records of a session matching `f` (SPEC §12), by seq."""
+        return await self._run(lambda obs: filter_events(obs, session_id, f))
 
 
 class SessionQuery(_Operations):
@@ -233,6 +242,44 @@ async def list_events(obs: Observation, session_id: str) -> list[EventRecord]:
     """Every raw event of a session by seq, with its surface classification."""
     view = await obs.view(session_id)
     return [EventRecord(session_id, e.seq, e.type, e.time, cls) for e, cls in await view.classes()]
+
+
+_FILTER_PAGE = 500
+"""Records per filtered page when `filter_sessions` walks them all."""
+
+
+async def filter_sessions(obs: Observation, f: SessionFilter) -> list[SessionRecord]:
+    """Every session record matching `f`, in corpus order (walked page by page)."""
+    _check_type("filter", f, SessionFilter)
+    check_session_filter(f)
+    out: list[SessionRecord] = []
+    after = None
+    while True:
+        page = await obs.filtered_sessions_page(f, after, _FILTER_PAGE, with_total=False)
+        out.extend(page.records)
+        if not page.has_next or not page.records:
+            return out
+        last = page.records[-1].header
+        after = (-last.created_at, last.id)
+
+
+async def filter_events(obs: Observation, session_id: str, f: EventFilter) -> list[EventRecord]:
+    """Every event record of a session matching `f`, by seq."""
+    _check_type("filter", f, EventFilter)
+    text = check_event_filter(f)
+    view = await obs.view(session_id)
+    return [
+        EventRecord(session_id, e.seq, e.type, e.time, cls)
+        for e, cls in await all_matching(view, f, text)
+    ]
+
+
+def _check_type(name: str, value: object, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise SessionQueryError(
+            ErrorCode.INVALID_FILTER,
+            f"{name} must be a {kind.__name__}, got {type(value).__name__}",
+        )
 
 
 def check_window(before: object, after: object, limit: int) -> None:

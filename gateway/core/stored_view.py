@@ -14,10 +14,19 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .backend import EventQuery, StoredEvent, StoredSession
+from .filters import EventFilter, event_matches
 from .fold import CURRENT_CODE, SHADOWED_CODE, SURFACE_BY_CODE, EventSurface
 from .loaders import StoredEventReads
 from .model import SessionEvent
-from .views import Classified, EventPage, Relations, SessionView, codes_of, page_start
+from .views import (
+    SCAN_CHUNK,
+    Classified,
+    EventPage,
+    Relations,
+    SessionView,
+    codes_of,
+    page_start,
+)
 
 
 class StoredView(SessionView):
@@ -61,6 +70,59 @@ class StoredView(SessionView):
             total = sum(self._counts[c] for c in codes)
         items = [self._classify(r) for r in rows[:first]]
         return EventPage(items, len(rows) > first, has_previous, total)
+
+    def _pushed(self, f: EventFilter) -> bool:
+        """Whether the backend answers `f`'s time and types itself (else: filtered here)."""
+        return self._reads.filters or (f.time is None and f.types is None)
+
+    def _filtered_query(
+        self, lo: int, hi: int, f: EventFilter, limit: int | None, with_data: bool
+    ) -> EventQuery:
+        codes = None if f.surface is None else codes_of(f.surface)
+        return self._query(
+            lo, hi, surfaces=codes, limit=limit, with_data=with_data, time=f.time, types=f.types
+        )
+
+    async def select(
+        self, lo: int, hi: int, f: EventFilter, limit: int | None, with_data: bool = True
+    ) -> list[Classified]:
+        lo, hi = max(lo, 0), min(hi, self.length - 1)
+        if lo > hi or (limit is not None and limit <= 0):
+            return []
+        if self._pushed(f):
+            rows = await self._reads.events(self._filtered_query(lo, hi, f, limit, with_data))
+            return [self._classify(r) for r in rows]
+        # time or types on a backend that does not answer them: its classified ranged
+        # reads, `SCAN_CHUNK` at a time, tested here
+        bare = EventFilter(surface=f.surface)
+        out: list[Classified] = []
+        start = lo
+        while start <= hi and (limit is None or len(out) < limit):
+            chunk = await self._reads.events(
+                self._filtered_query(start, hi, bare, SCAN_CHUNK, with_data)
+            )
+            for row in chunk:
+                item = self._classify(row)
+                if event_matches(f, item.event, item.surface):
+                    out.append(item)
+            if len(chunk) < SCAN_CHUNK:
+                break
+            start = chunk[-1].event.seq + 1
+        return out if limit is None else out[:limit]
+
+    async def count(self, f: EventFilter) -> int:
+        if f.time is None and f.types is None and f.seq is None:
+            codes = codes_of(f.surface) if f.surface is not None else frozenset(range(3))
+            return sum(self._counts[c] for c in codes)
+        lo, hi = 0, self.length - 1
+        if f.seq is not None:
+            lo = max(lo, f.seq.from_ if f.seq.from_ is not None else lo)
+            hi = min(hi, f.seq.to if f.seq.to is not None else hi)
+        if lo > hi:
+            return 0
+        if not self._reads.filters:
+            return len(await self.select(lo, hi, f, None, with_data=False))
+        return await self._reads.count(self._filtered_query(lo, hi, f, None, False))
 
     async def events_at(self, seqs: Sequence[int]) -> list[Classified]:
         rows = await self._reads.events_at(self.session_id, seqs)

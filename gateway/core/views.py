@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .filters import EventFilter, event_matches
 from .fold import (
     CODE_BY_SURFACE,
     CURRENT_CODE,
@@ -38,6 +39,9 @@ from .fold import (
     SurfaceFold,
 )
 from .model import SessionEvent, SessionHeader
+
+SCAN_CHUNK = 1000
+"""Events a view reads at a time when it filters them itself (bounded memory)."""
 
 
 class Classified(NamedTuple):
@@ -111,6 +115,39 @@ class SessionView(ABC):
     @abstractmethod
     async def classes(self) -> list[Classified]:
         """Every event (payloads may be left out) with its class, by seq."""
+
+    async def select(
+        self, lo: int, hi: int, f: EventFilter, limit: int | None, with_data: bool = True
+    ) -> list[Classified]:
+        """Up to `limit` (None: all) events with `lo <= seq <= hi` (clipped to the log)
+        matching every clause of `f` but `text`, ascending (SPEC §12).
+
+        Here: the events read `SCAN_CHUNK` at a time and tested by the predicates (a
+        log in memory); `StoredView` asks the backend's indexes instead."""
+        lo, hi = max(lo, 0), min(hi, self.length - 1)
+        out: list[Classified] = []
+        start = lo
+        while start <= hi and (limit is None or len(out) < limit):
+            stop = min(start + SCAN_CHUNK, hi + 1)
+            for item in await self.events_at(range(start, stop)):
+                if event_matches(f, item.event, item.surface):
+                    out.append(item)
+                    if limit is not None and len(out) >= limit:
+                        break
+            start = stop
+        return out
+
+    async def count(self, f: EventFilter) -> int:
+        """How many events of the log match every clause of `f` but `text`."""
+        n = 0
+        for start in range(0, self.length, SCAN_CHUNK):
+            stop = min(start + SCAN_CHUNK, self.length)
+            n += sum(
+                1
+                for item in await self.events_at(range(start, stop))
+                if event_matches(f, item.event, item.surface)
+            )
+        return n
 
 
 # -- scanning class codes -------------------------------------------------------------

@@ -360,18 +360,37 @@ def _bounds(query: EventQuery) -> tuple[int, frozenset[int]] | None:
     codes = _ALL_CODES if query.surfaces is None else query.surfaces & _ALL_CODES
     if query.lo > hi or (query.limit is not None and query.limit <= 0) or not codes:
         return None
+    if query.types is not None and not query.types:
+        return None
     return hi, codes
 
 
-_Shape = tuple["frozenset[int] | None", bool, bool]
-"""A ranged read's statement shape: class codes (None: all), limited, with payloads."""
+_Narrowing = tuple[bool, bool, bool]
+"""Which §12 clauses a ranged read adds: time from, time to, types."""
+_Shape = tuple["frozenset[int] | None", bool, bool, _Narrowing]
+"""A ranged read's statement shape: class codes (None: all), limited, with payloads,
+and its §12 narrowing."""
+
+
+def _narrowing(query: EventQuery) -> _Narrowing:
+    time = query.time
+    return (
+        time is not None and time.from_ is not None,
+        time is not None and time.to is not None,
+        query.types is not None,
+    )
 
 
 def _shape(query: EventQuery) -> _Shape:
     bounds = _bounds(query)
     assert bounds is not None
     codes = bounds[1]
-    return (None if codes == _ALL_CODES else codes, query.limit is not None, query.with_data)
+    return (
+        None if codes == _ALL_CODES else codes,
+        query.limit is not None,
+        query.with_data,
+        _narrowing(query),
+    )
 
 
 def _event_params(query: EventQuery, k: int) -> dict[str, Any]:
@@ -381,16 +400,37 @@ def _event_params(query: EventQuery, k: int) -> dict[str, Any]:
     params[f"n{k}"] = query.as_of
     if query.limit is not None:
         params[f"lim{k}"] = query.limit
+    if query.time is not None:
+        if query.time.from_ is not None:
+            params[f"tf{k}"] = query.time.from_
+        if query.time.to is not None:
+            params[f"tt{k}"] = query.time.to
+    if query.types is not None:
+        params[f"ty{k}"] = builtins.list(query.types)
     return params
+
+
+def _narrow_terms(narrowing: _Narrowing, k: int) -> builtins.list[ColumnElement[bool]]:
+    """The time and type terms of key `k` (SPEC §12), bound as `:tf{k}`, `:tt{k}`, `:ty{k}`."""
+    time_from, time_to, typed = narrowing
+    terms: builtins.list[ColumnElement[bool]] = []
+    if time_from:
+        terms.append(events.c.time >= _p("tf", k))
+    if time_to:
+        terms.append(events.c.time <= _p("tt", k))
+    if typed:
+        terms.append(events.c.type.in_(bindparam(f"ty{k}", expanding=True)))
+    return terms
 
 
 def _events_statement(shapes: tuple[_Shape, ...]) -> _Stmt:
     """The ranged reads of one chunk: index-range parts per key, each with its limit."""
     parts: builtins.list[Select[Any]] = []
-    for k, (codes, limited, with_data) in enumerate(shapes):
+    for k, (codes, limited, with_data, narrowing) in enumerate(shapes):
         columns = [_tag(k), *_event_columns(with_data)]
         sid, lo, hi = _p("sid", k), _p("lo", k), _p("hi", k)
-        in_range = and_(events.c.session_id == sid, events.c.seq >= lo, events.c.seq <= hi)
+        narrow = _narrow_terms(narrowing, k)
+        in_range = and_(events.c.session_id == sid, events.c.seq >= lo, events.c.seq <= hi, *narrow)
         limit = k if limited else None
         if codes is None:
             parts.append(_wrapped(select(*columns).where(in_range), limit))
@@ -403,7 +443,7 @@ def _events_statement(shapes: tuple[_Shape, ...]) -> _Stmt:
             parts.append(_wrapped(part, limit))
             # ordered by an expression, so that no plan walks the primary key for the order
             seq = _not_indexed(events.c.seq)
-            part = select(*columns).where(_shadowed_later(k), seq >= lo, seq <= hi)
+            part = select(*columns).where(_shadowed_later(k), seq >= lo, seq <= hi, *narrow)
             parts.append(_wrapped(part, limit, by=seq))
         if SHADOWED_CODE in codes:
             part = select(*columns).where(

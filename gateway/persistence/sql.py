@@ -5,11 +5,15 @@ option. Besides the core's `list()` and `load()`, it answers every capability
 of `gateway.core.backend` by index: `CorpusReads` (keyset pages, counts,
 children, recursive lineage: `corpus.py`) and `DerivedReads` (classified
 pages, single events, surfaces and traces from the stored fold: `derived.py`),
-plus `load_header(s)`, `count` and the ranged `load_window` (`reads.py`).
+`FilterReads` (the filters of SPEC §12 on pages and counts: `filters.py`),
+plus `load_header(s)`, `count` and the ranged `load_window` (`reads.py`),
+`SearchReads` (ranked phrase search of the stored event texts: `search.py`)
+and `TitleReads` (each session's last `session/title` event: `titles.py`).
 
 Writes (`writes.py`) store, in the transaction that writes the events, what
 the fold derives from them (each event's class, replacer and surface label,
-the citations, the class counts; see `tables.py`), so reads never refold:
+the citations, the class counts, the event texts with their search index and
+the title seq; see `tables.py` and `texts.py`), so reads never refold:
 
 - `create(header, events=())` stores a new session, optionally with its log,
   in one transaction. The log is validated as a whole with the core's fold
@@ -53,11 +57,24 @@ from __future__ import annotations
 
 from .corpus import SqlCorpusReads
 from .derived import SqlDerivedReads
+from .filters import SqlFilterReads
+from .index_check import SqlIndexReads
 from .reads import SqlReads
+from .search import SqlSearchReads
+from .titles import SqlTitleReads
 from .writes import ImportOutcome, SqlWrites
 
 
-class SqlPersistence(SqlReads, SqlCorpusReads, SqlDerivedReads, SqlWrites):
+class SqlPersistence(
+    SqlReads,
+    SqlCorpusReads,
+    SqlDerivedReads,
+    SqlFilterReads,
+    SqlSearchReads,
+    SqlTitleReads,
+    SqlIndexReads,
+    SqlWrites,
+):
     """The reference persistence backend (module docstring): SQLite or PostgreSQL.
 
     `url`: `sqlite+aiosqlite:///path.db`, `postgresql+asyncpg://...` (plain `sqlite:`

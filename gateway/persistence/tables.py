@@ -38,6 +38,15 @@ in model order and the nodes one replacement removed in their surface order.
 `citations`: one row per (cited seq, citing seq) of a session: the reverse of
 `source_event_seqs`, so "who cites this event" is a key range.
 
+`sessions.title_seq` (migration 0005) is the seq of the session's last
+`session/title` event (NULL: none), advanced by the writer with the events, so
+a page of titles is one join by primary key (SPEC §14).
+
+`event_texts` (migration 0005): one row per event whose §13 text is not empty,
+with its type, time and length, written with the events; on SQLite it is the
+external content of the FTS5 table `event_fts`, on PostgreSQL it holds the
+tokens (`terms`) behind a GIN index. See `gateway.persistence.texts`.
+
 `corpus_stats`: one row whose `session_count` triggers (migration 0003) keep
 equal to the number of `sessions` rows, so a corpus count is one read.
 """
@@ -61,9 +70,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    column,
     false,
+    table,
     text,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import TypeDecorator, TypeEngine, UserDefinedType
 
 from gateway.core.model import HEADER_FIELDS
@@ -132,6 +144,7 @@ sessions = Table(
     Column("current_count", BigInteger, nullable=False, server_default=text("0")),
     Column("shadowed_count", BigInteger, nullable=False, server_default=text("0")),
     Column("derived_count", BigInteger, nullable=False, server_default=text("0")),
+    Column("title_seq", BigInteger),
     PrimaryKeyConstraint("id", name="pk_sessions"),
 )
 Index("ix_sessions_newest_first", sessions.c.created_at.desc(), sessions.c.id)
@@ -185,6 +198,29 @@ citations = Table(
     PrimaryKeyConstraint("session_id", "seq", "cited_by", name="pk_citations"),
     sqlite_with_rowid=False,
 )
+
+event_texts = Table(
+    "event_texts",
+    metadata,
+    Column("id", Integer),
+    Column("session_id", Text, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("time", BigInteger, nullable=False),
+    Column("length", BigInteger, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("terms", ARRAY(Text)),
+)
+"""The indexed text of each event that has one (SPEC §13; `gateway.persistence.texts`).
+
+The migration creates it per engine: on SQLite `id` is its INTEGER PRIMARY KEY
+(the FTS5 rowid) with `(session_id, seq)` unique, and there is no `terms`; on
+PostgreSQL the key is `(session_id, seq)`, there is no `id`, and `terms` holds
+the folded tokens behind a GIN index. Rows go with their session (ON DELETE
+CASCADE, and deleted explicitly by the writer)."""
+
+event_fts = table("event_fts", column("rowid", Integer), column("text", Text))
+"""SQLite only: the FTS5 index (`unicode61`) whose content is `event_texts`."""
 
 HEADER_COLUMNS: tuple[str, ...] = HEADER_FIELDS
 """The `sessions` columns that hold header fields (SessionHeader attribute names)."""

@@ -65,7 +65,8 @@ from .reads import (
     _SELECT_SURFACE_FOLD,
     _SELECT_WINDOW,
 )
-from .tables import HEADER_COLUMNS, citations, events, sessions
+from .tables import HEADER_COLUMNS, citations, event_texts, events, sessions
+from .texts import TextRow, stored_terms, text_rows, title_seq
 
 ImportOutcome = Literal["created", "unchanged", "replaced"]
 _INSERT_CHUNK = 5000
@@ -114,6 +115,12 @@ _OFF_LOOP_FROM = 20_000
 _SESSION_ORDER = tuple(column.name for column in sessions.columns)
 _INSERT_SESSIONS = sessions.insert().values({name: bindparam(name) for name in _SESSION_ORDER})
 _COMPILED_SESSIONS: dict[str, str] = {}
+_TEXT_ORDER = ("session_id", "seq", "type", "time", "length", "text")
+_INSERT_TEXTS = event_texts.insert().values({name: bindparam(name) for name in _TEXT_ORDER})
+_INSERT_TEXTS_PG = event_texts.insert().values(
+    {name: bindparam(name) for name in (*_TEXT_ORDER, "terms")}
+)
+_COMPILED_TEXTS: dict[str, str] = {}
 
 
 def _positional_sql(
@@ -132,6 +139,14 @@ def _positional_sql(
 def _sessions_sql(dialect: Dialect) -> str:
     """The sessions insert, run with positional rows (`_SESSION_ORDER`)."""
     return _positional_sql(_COMPILED_SESSIONS, _INSERT_SESSIONS, _SESSION_ORDER, dialect)
+
+
+def _texts_sql(dialect: Dialect) -> str:
+    """The event_texts insert, run with positional `TextRow`s (with `terms` on PostgreSQL)."""
+    if dialect.name == "postgresql":
+        order = (*_TEXT_ORDER, "terms")
+        return _positional_sql(_COMPILED_TEXTS, _INSERT_TEXTS_PG, order, dialect)
+    return _positional_sql(_COMPILED_TEXTS, _INSERT_TEXTS, _TEXT_ORDER, dialect)
 
 
 def _citations_sql(dialect: Dialect) -> str:
@@ -162,38 +177,70 @@ class PreparedImport(NamedTuple):
     session_row: dict[str, Any]
     event_rows: builtins.list[_EventRow]
     citation_rows: builtins.list[tuple[str, int, int]]
+    text_rows: builtins.list[TextRow]
+    """The search index's rows (`gateway.persistence.texts`); tokens only `with_terms`."""
 
 
-def prepare_import(header: SessionHeader, events: Sequence[SessionEvent]) -> PreparedImport:
+def prepare_import(
+    header: SessionHeader, events: Sequence[SessionEvent], *, with_terms: bool = True
+) -> PreparedImport:
     """Validate a whole log (the fold's SessionQueryError, InvalidEventError for what no
-    column holds) and encode it with its derivations. Pure: no database."""
+    column holds) and encode it with its derivations. Pure: no database.
+
+    `with_terms`: tokenize the texts for PostgreSQL's index (SQLite's FTS5 tokenizes
+    them itself; `SqlPersistence.import_prepared` tokenizes rows that lack them)."""
     batch = builtins.list(events)
-    return PreparedImport(header, batch, *_derive_whole(header, batch))
+    return PreparedImport(header, batch, *_derive_whole(header, batch, with_terms=with_terms))
 
 
-_Derived = tuple[dict[str, Any], builtins.list[_EventRow], builtins.list[tuple[str, int, int]]]
+_Derived = tuple[
+    dict[str, Any],
+    builtins.list[_EventRow],
+    builtins.list[tuple[str, int, int]],
+    builtins.list[TextRow],
+]
 
 
 def _derive_whole(
-    header: SessionHeader, batch: builtins.list[SessionEvent], *, pause_gc: bool = True
+    header: SessionHeader,
+    batch: builtins.list[SessionEvent],
+    *,
+    pause_gc: bool = True,
+    with_terms: bool = True,
 ) -> _Derived:
-    """Validate a whole log and make its session row, event rows and citation rows."""
+    """Validate a whole log and make its session row, event rows, citation rows and
+    text rows (the title seq in the session row)."""
     header_row = _header_row(header, len(batch))
     encoded = _encode_events(header.id, batch)
     fold = _whole_fold(batch, pause_gc=pause_gc)
     derivations = fold.derivations(0)
     codes = fold.codes
     current, shadowed = codes.count(1), codes.count(2)
-    header_row.update(current_count=current, shadowed_count=shadowed, derived_count=len(batch))
-    return header_row, _derived_rows(encoded, derivations), _citation_rows(header.id, batch)
+    header_row.update(
+        current_count=current,
+        shadowed_count=shadowed,
+        derived_count=len(batch),
+        title_seq=title_seq(batch),
+    )
+    texts = text_rows(header.id, batch, with_terms=with_terms)
+    return header_row, _derived_rows(encoded, derivations), _citation_rows(header.id, batch), texts
 
 
-async def _derive_off_loop(header: SessionHeader, batch: builtins.list[SessionEvent]) -> _Derived:
+async def _derive_off_loop(
+    header: SessionHeader, batch: builtins.list[SessionEvent], *, with_terms: bool
+) -> _Derived:
     """`_derive_whole`, in a worker thread for a long log so that the event loop of a
     host that writes while it serves keeps answering (CPU work would stall it)."""
     if len(batch) < _OFF_LOOP_FROM:
-        return _derive_whole(header, batch)
-    return await asyncio.to_thread(partial(_derive_whole, header, batch, pause_gc=False))
+        return _derive_whole(header, batch, with_terms=with_terms)
+    return await asyncio.to_thread(
+        partial(_derive_whole, header, batch, pause_gc=False, with_terms=with_terms)
+    )
+
+
+def text_rows_terms(rows: Iterable[TextRow]) -> builtins.list[TextRow]:
+    """`rows` with their PostgreSQL tokens (those prepared without them get them)."""
+    return [r if r.terms is not None else r._replace(terms=stored_terms(r.text)) for r in rows]
 
 
 @dataclass(slots=True)
@@ -212,9 +259,11 @@ class SqlWrites(SqlBase):
 
     async def create(self, header: SessionHeader, events: Sequence[SessionEvent] = ()) -> None:
         """Store a new session, with its initial log (validated as a whole), atomically."""
-        header_row, rows, cites = await _derive_off_loop(header, builtins.list(events))
+        derived = await _derive_off_loop(
+            header, builtins.list(events), with_terms=not self.is_sqlite
+        )
         async with self._writing() as conn:
-            await self._insert_session(conn, header, header_row, rows, cites)
+            await self._insert_session(conn, header, *derived)
 
     async def _insert_session(
         self,
@@ -223,6 +272,7 @@ class SqlWrites(SqlBase):
         header_row: dict[str, Any],
         rows: builtins.list[_EventRow],
         cites: builtins.list[tuple[str, int, int]],
+        texts: builtins.list[TextRow],
     ) -> None:
         try:
             await conn.execute(sessions.insert(), header_row)
@@ -230,6 +280,20 @@ class SqlWrites(SqlBase):
             raise SessionExistsError(header.id) from None
         await self._insert_events(conn, rows)
         await self._insert_citations(conn, cites)
+        await self._insert_texts(conn, texts)
+
+    async def _insert_texts(self, conn: AsyncConnection, rows: builtins.list[TextRow]) -> None:
+        """The batch's search-index rows (SQLite's FTS5 follows by trigger)."""
+        if not rows:
+            return
+        sql = _texts_sql(conn.dialect)
+        if conn.dialect.name == "postgresql":
+            rows = await _terms_off_loop(rows)
+            params: builtins.list[tuple[Any, ...]] = builtins.list(rows)
+        else:
+            params = [row[:6] for row in rows]
+        for i in range(0, len(params), _INSERT_CHUNK):
+            await conn.exec_driver_sql(sql, params[i : i + _INSERT_CHUNK])
 
     async def _insert_events(self, conn: AsyncConnection, rows: builtins.list[_EventRow]) -> None:
         # The Core insert, compiled once for this dialect, run with positional rows:
@@ -280,6 +344,9 @@ class SqlWrites(SqlBase):
             except IntegrityError:
                 raise NonContiguousAppendError(session_id, stored, batch[0].seq) from None
             cites = _citation_rows(session_id, batch)
+            await self._insert_texts(
+                conn, await _batch_texts(session_id, batch, with_terms=not self.is_sqlite)
+            )
             codes = fold.codes
             if derived == stored:
                 newly = [
@@ -299,16 +366,16 @@ class SqlWrites(SqlBase):
                 current, shadowed = codes.count(1), codes.count(2)
             await self._insert_citations(conn, cites)
             new_count = stored + len(batch)
-            await conn.execute(
-                update(sessions)
-                .where(sessions.c.id == session_id)
-                .values(
-                    event_count=new_count,
-                    derived_count=new_count,
-                    current_count=current,
-                    shadowed_count=shadowed,
-                )
-            )
+            values: dict[str, Any] = {
+                "event_count": new_count,
+                "derived_count": new_count,
+                "current_count": current,
+                "shadowed_count": shadowed,
+            }
+            titled = title_seq(batch)
+            if titled is not None:
+                values["title_seq"] = titled
+            await conn.execute(update(sessions).where(sessions.c.id == session_id).values(**values))
         return new_count
 
     @staticmethod
@@ -429,17 +496,18 @@ class SqlWrites(SqlBase):
         log is validated with the fold before anything is written.
         """
         batch = builtins.list(events)
-        prepared = PreparedImport(header, batch, *await _derive_off_loop(header, batch))
+        derived = await _derive_off_loop(header, batch, with_terms=not self.is_sqlite)
+        prepared = PreparedImport(header, batch, *derived)
         async with self._writing() as conn:
             return await self._import_one(conn, prepared, replace=replace)
 
     async def _import_one(
         self, conn: AsyncConnection, prepared: PreparedImport, *, replace: bool
     ) -> ImportOutcome:
-        header, batch, header_row, rows, cites = prepared
+        header, batch, header_row, rows, cites, texts = prepared
         locked = (await conn.execute(_SELECT_HEADER_FOR_UPDATE, {"sid": header.id})).first()
         if locked is None:
-            await self._insert_session(conn, header, header_row, rows, cites)
+            await self._insert_session(conn, header, header_row, rows, cites, texts)
             return "created"
         difference = await self._difference(conn, header, batch, locked)
         if difference is None:
@@ -447,7 +515,7 @@ class SqlWrites(SqlBase):
         if not replace:
             raise _conflict(header.id, difference)
         await self._delete(conn, header.id)
-        await self._insert_session(conn, header, header_row, rows, cites)
+        await self._insert_session(conn, header, header_row, rows, cites, texts)
         return "replaced"
 
     async def import_many(
@@ -473,7 +541,7 @@ class SqlWrites(SqlBase):
         prepared: builtins.list[tuple[int, PreparedImport]] = []
         for i, (header, log) in enumerate(items):
             try:
-                prepared.append((i, prepare_import(header, log)))
+                prepared.append((i, prepare_import(header, log, with_terms=not self.is_sqlite)))
             except Exception as exc:  # the fold's or the encoder's refusal of this item
                 results[i] = exc
         outcomes = await self.import_prepared([p for _, p in prepared], replace=replace)
@@ -537,6 +605,7 @@ class SqlWrites(SqlBase):
         header_rows: builtins.list[dict[str, Any]] = []
         rows: builtins.list[_EventRow] = []
         cites: builtins.list[tuple[str, int, int]] = []
+        texts: builtins.list[TextRow] = []
         differences = await self._differences(conn, [p for _, p in chunk if p.header.id in stored])
         for i, prepared in chunk:
             sid = prepared.header.id
@@ -558,6 +627,7 @@ class SqlWrites(SqlBase):
             header_rows.append(prepared.session_row)
             rows.extend(prepared.event_rows)
             cites.extend(prepared.citation_rows)
+            texts.extend(prepared.text_rows)
         if header_rows:
             order = _SESSION_ORDER
             await conn.exec_driver_sql(
@@ -566,6 +636,7 @@ class SqlWrites(SqlBase):
             )
             await self._insert_events(conn, rows)
             await self._insert_citations(conn, cites)
+            await self._insert_texts(conn, texts)
         return out
 
     async def _difference(
@@ -632,10 +703,30 @@ class SqlWrites(SqlBase):
 
     @staticmethod
     async def _delete(conn: AsyncConnection, session_id: str) -> bool:
+        await conn.execute(delete(event_texts).where(event_texts.c.session_id == session_id))
         await conn.execute(delete(citations).where(citations.c.session_id == session_id))
         await conn.execute(delete(events).where(events.c.session_id == session_id))
         result = await conn.execute(delete(sessions).where(sessions.c.id == session_id))
         return bool(result.rowcount)
+
+
+async def _batch_texts(
+    session_id: str, batch: builtins.list[SessionEvent], *, with_terms: bool
+) -> builtins.list[TextRow]:
+    """An appended batch's text rows; off the event loop for a long batch."""
+    if len(batch) < _OFF_LOOP_FROM:
+        return text_rows(session_id, batch, with_terms=with_terms)
+    return await asyncio.to_thread(partial(text_rows, session_id, batch, with_terms=with_terms))
+
+
+async def _terms_off_loop(rows: builtins.list[TextRow]) -> builtins.list[TextRow]:
+    """Rows prepared without tokens get them (in a worker thread when many lack them)."""
+    missing = sum(1 for row in rows if row.terms is None)
+    if not missing:
+        return rows
+    if missing < _OFF_LOOP_FROM // 10:
+        return text_rows_terms(rows)
+    return await asyncio.to_thread(text_rows_terms, rows)
 
 
 def _header_difference(header: SessionHeader, length: int, locked: Any) -> str | None:

@@ -23,6 +23,11 @@ counts its bound times that:
 `Session.title` is one object per session (its `messageSeqs` are leaves) and
 is read, for a page of stored sessions, in one batched backend call
 (`TitleReads`), so it costs what the page returns.
+A page asked with an event `filter` holding `text` (SPEC §12) adds
+`TEXT_FILTER_COST`: the literal scan reads the session's texts, whatever the
+page returns. Every other filter clause is answered by index (the page costs
+what it returns) and adds nothing; its lists are bounded by
+`gateway.core.filters.MAX_FILTER_VALUES`.
 
 Unpaged lists can be longer than their bound (a surface of a million events):
 the bounds estimate a typical answer so that nesting them is refused, they do
@@ -47,6 +52,8 @@ from graphql import (
     GraphQLSchema,
     GraphQLUnionType,
     IntValueNode,
+    NullValueNode,
+    ObjectValueNode,
     VariableNode,
     get_named_type,
 )
@@ -74,6 +81,10 @@ UNPAGED_LIST_BOUNDS: dict[tuple[str, str], int] = {
 }
 
 CAP = 10**12
+
+TEXT_FILTER_COST = 1_000
+"""What a `text` filter adds to its page: a scan of one session's texts, counted as
+a thousand objects (a default operation affords some fifty of them)."""
 
 
 def _cap(n: int) -> int:
@@ -114,6 +125,26 @@ def _arg(node: FieldNode, name: str, variables: Mapping[str, Any], default: int)
             raw = default
         return max(0, min(int(raw), MAX_PAGE_SIZE))
     return default
+
+
+def _has_text_filter(node: FieldNode, variables: Mapping[str, Any]) -> bool:
+    """Whether the field's `filter` argument (literal or variable) holds a `text`."""
+    for argument in node.arguments or ():
+        if argument.name.value != "filter":
+            continue
+        value = argument.value
+        if isinstance(value, VariableNode):
+            given = variables.get(value.name.value)
+            return isinstance(given, Mapping) and given.get("text") is not None
+        if isinstance(value, ObjectValueNode):
+            for field in value.fields:
+                if field.name.value != "text":
+                    continue
+                inner = field.value
+                if isinstance(inner, VariableNode):
+                    return variables.get(inner.name.value) is not None
+                return not isinstance(inner, NullValueNode)
+    return False
 
 
 def _first(node: FieldNode, variables: Mapping[str, Any]) -> int:
@@ -195,7 +226,8 @@ class CostModel:
         named = self.field_type(on, name)
         paged = PAGED_TYPES.get(getattr(named, "name", ""))
         if paged is not None:  # a connection or window: its items multiply by the page
-            return Weight(_cap(1 + inner.total(paged[0](node, variables))))
+            scan = TEXT_FILTER_COST if _has_text_filter(node, variables) else 0
+            return Weight(_cap(1 + scan + inner.total(paged[0](node, variables))))
         parent = PAGED_TYPES.get(getattr(on, "name", ""))
         if parent is not None and name in parent[1]:
             return Weight(0, _cap(1 + inner.fixed))

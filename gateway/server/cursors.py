@@ -13,6 +13,11 @@ The payload is versioned and names what it points into:
   id), so a cursor of another search is refused rather than paging a different
   ranking.
 
+A page asked with a `filter` (SPEC §12) adds the digest of its normalized form
+(`gateway.core.filters.filter_key`) as a last element; a cursor is accepted only
+under the filter it was made under (an unfiltered page's cursors have none), so
+another filter's cursor is refused like any foreign cursor.
+
 Keyset cursors hold positions, not offsets, so a page stays correct when
 sessions are added (or events appended) between requests: nothing is skipped or
 repeated.
@@ -119,23 +124,41 @@ class CursorCodec:
             raise invalid(f"it is not a cursor into {_KINDS[kind]}")
         return values[2:]
 
+    @staticmethod
+    def _bound(values: list[Any], digest: str, argument: str) -> list[Any]:
+        """The position in `values`, refused unless made under the filter of `digest`."""
+        made_under = values[2] if len(values) == 3 else ""
+        if made_under != digest:
+            raise bad_input(
+                f"`{argument}` is a cursor of a page asked with another filter; "
+                "page on with the filter it came from, or start again without `after`",
+                argument,
+            )
+        return values[:2]
+
     # -- sessions --------------------------------------------------------------
 
-    def session(self, created_at: int, session_id: str) -> str:
-        return self._encode([VERSION, SESSION, created_at, session_id])
+    def session(self, created_at: int, session_id: str, digest: str = "") -> str:
+        values: list[Any] = [VERSION, SESSION, created_at, session_id]
+        return self._encode([*values, digest] if digest else values)
 
-    def decode_session(self, cursor: str, argument: str = "after") -> tuple[int, str]:
-        values = self._decode(cursor, SESSION, argument)
+    def decode_session(
+        self, cursor: str, argument: str = "after", digest: str = ""
+    ) -> tuple[int, str]:
+        values = self._bound(self._decode(cursor, SESSION, argument), digest, argument)
         created_at, session_id = values
         return int(created_at), str(session_id)
 
     # -- events ----------------------------------------------------------------
 
-    def event(self, session_id: str, seq: int) -> str:
-        return self._encode([VERSION, EVENT, session_id, seq])
+    def event(self, session_id: str, seq: int, digest: str = "") -> str:
+        values: list[Any] = [VERSION, EVENT, session_id, seq]
+        return self._encode([*values, digest] if digest else values)
 
-    def decode_event(self, cursor: str, session_id: str, argument: str = "after") -> int:
-        values = self._decode(cursor, EVENT, argument)
+    def decode_event(
+        self, cursor: str, session_id: str, argument: str = "after", digest: str = ""
+    ) -> int:
+        values = self._bound(self._decode(cursor, EVENT, argument), digest, argument)
         cursor_session, seq = values
         if cursor_session != session_id:
             raise bad_input(
@@ -172,3 +195,8 @@ def search_binding(*parts: object) -> str:
     """A digest of what a search ranks: its normalized query, its filters (frozen core
     values, whose `repr` is canonical) and, for `searchEvents`, the session id."""
     return hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def filter_digest(key: str) -> str:
+    """A short digest of a normalized filter (`filter_key`; "" for no filter)."""
+    return _b64(hashlib.sha256(key.encode("utf-8")).digest()[:9]) if key else ""

@@ -49,13 +49,18 @@ Info = strawberry.Info[Context, None]
 )
 class Query:
     @resolver(
-        "Every session, newest first by createdAt (ties by id). `first` defaults to 50 "
-        "(at most 500); `after` is a cursor from a previous page."
+        "Every session, newest first by createdAt (ties by id), only those matching `filter` "
+        "when given (SPEC §12). `first` defaults to 50 (at most 500); `after` is a cursor "
+        "from a previous page with the same filter."
     )
     async def sessions(
-        self, info: Info, first: int | None = strawberry.UNSET, after: str | None = strawberry.UNSET
+        self,
+        info: Info,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+        filter: SessionFilter | None = strawberry.UNSET,
     ) -> SessionConnection:
-        return await sessions_page(info.context, first, after)
+        return await sessions_page(info.context, first, after, filter)
 
     @resolver("One session by id (null plus SESSION_QUERY_SESSION_NOT_FOUND if absent).")
     async def session(self, info: Info, id: strawberry.ID) -> Session | None:
@@ -63,7 +68,7 @@ class Query:
 
     @resolver(
         "A session's raw events in seq order, optionally only those whose classification "
-        "is in `surface`; paged like `sessions`."
+        "is in `surface` and that match `filter` (SPEC §12); paged like `sessions`."
     )
     async def events(
         self,
@@ -72,8 +77,9 @@ class Query:
         surface: list[EventSurface] | None = strawberry.UNSET,
         first: int | None = strawberry.UNSET,
         after: str | None = strawberry.UNSET,
+        filter: EventFilter | None = strawberry.UNSET,
     ) -> EventConnection:
-        return await events_page(info.context, session_id, surface, first, after)
+        return await events_page(info.context, session_id, surface, first, after, filter)
 
     @resolver("One event (null plus SESSION_QUERY_EVENT_NOT_FOUND / _SESSION_NOT_FOUND).")
     async def event(self, info: Info, session_id: strawberry.ID, seq: int) -> Event | None:

@@ -8,7 +8,7 @@ session and whose backend reads are batched across the whole request.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
@@ -16,6 +16,7 @@ import strawberry
 from gateway.core import Classified, EventPage, SessionEvent, SessionView
 from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import results as core
+from gateway.core.event_filter import FilteredEvents
 
 from ..context import Context
 from .pagination import PageInfo
@@ -188,9 +189,12 @@ class EventConnection:
     edges: list[EventEdge] = strawberry.field(description="The page, with a cursor per event.")
     nodes: list[Event] = strawberry.field(description="The page's events (same as edges.node).")
     page_info: PageInfo = strawberry.field(description="Cursors and whether more pages exist.")
-    total_count: int = strawberry.field(
-        description="How many events match the filter in the whole log (not just this page)."
-    )
+    _total: strawberry.Private[Callable[[], Awaitable[int]]]
+
+    @resolver("How many events match the filter in the whole log (not just this page).")
+    async def total_count(self) -> int:
+        # Counted only when asked: with a `text` filter it scans the session.
+        return await self._total()
 
 
 @strawberry.type(
@@ -256,11 +260,26 @@ class EventTrace:
         )
 
 
-def event_connection(ctx: Context, session_id: str, page: EventPage) -> EventConnection:
-    """A page of a session's events as a Relay connection."""
+def event_connection(
+    ctx: Context, session_id: str, page: EventPage | FilteredEvents, digest: str = ""
+) -> EventConnection:
+    """A page of a session's events as a Relay connection; its cursors are bound to the
+    filter of `digest` (`gateway.server.cursors`)."""
     cursors = ctx.cursors
     nodes = [Event.of(session_id, item) for item in page.items]
-    edges = [EventEdge(cursor=cursors.event(session_id, node.seq), node=node) for node in nodes]
+    edges = [
+        EventEdge(cursor=cursors.event(session_id, node.seq, digest), node=node) for node in nodes
+    ]
+    total: Callable[[], Awaitable[int]]
+    if isinstance(page, EventPage):
+        known = page.total
+
+        async def counted() -> int:
+            return known
+
+        total = counted
+    else:
+        total = page.total
     return EventConnection(
         edges=edges,
         nodes=nodes,
@@ -270,5 +289,5 @@ def event_connection(ctx: Context, session_id: str, page: EventPage) -> EventCon
             start_cursor=edges[0].cursor if edges else None,
             end_cursor=edges[-1].cursor if edges else None,
         ),
-        total_count=page.total,
+        _total=total,
     )

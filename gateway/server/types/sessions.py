@@ -16,10 +16,15 @@ import strawberry
 from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import Observation, SessionRecord
 from gateway.core import SessionHeader as CoreHeader
+from gateway.core.event_filter import and_surface, filtered_page
+from gateway.core.filters import SessionFilter as CoreSessionFilter
+from gateway.core.filters import check_event_filter, check_session_filter, filter_key
 from gateway.core.query import read_event
 
 from ..context import Context, SessionRef
+from ..cursors import filter_digest
 from .events import Event, EventConnection, ReadWindow, event_connection
+from .filters import EventFilter, SessionFilter, to_event_filter, to_session_filter
 from .lineage import SessionTrace
 from .pagination import PageInfo, given, page_size
 from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
@@ -76,14 +81,26 @@ async def events_page(
     surface: list[EventSurface] | None,
     first: int | None,
     after: str | None,
+    filter: EventFilter | None = None,
 ) -> EventConnection:
-    """`events(surface, first, after)` of one session: filter by classification, page by seq."""
+    """`events(surface, first, after, filter)` of one session: the matching events by seq
+    (SPEC §12; `surface` and `filter.surface` ANDed), cursors bound to the filter."""
     size = page_size(first)
+    given_filter = to_event_filter(given(filter))
+    text = None if given_filter is None else check_event_filter(given_filter)
+    digest = filter_digest(filter_key(given_filter))
     after = given(after)
-    after_seq = None if after is None else ctx.cursors.decode_event(after, session_id)
+    after_seq = (
+        None if after is None else ctx.cursors.decode_event(after, session_id, digest=digest)
+    )
     view = await ctx.view(session_id)
-    page = await view.page(after_seq, size, _wanted(given(surface)))
-    return event_connection(ctx, session_id, page)
+    wanted = _wanted(given(surface))
+    if given_filter is None:
+        page = await view.page(after_seq, size, wanted)
+        return event_connection(ctx, session_id, page)
+    effective = and_surface(given_filter, wanted)
+    filtered = await filtered_page(view, after_seq, size, effective, text)
+    return event_connection(ctx, session_id, filtered, digest)
 
 
 @strawberry.type(
@@ -149,8 +166,8 @@ class Session:
 
     @resolver(
         "Its raw events in seq order, optionally only those whose classification is in "
-        "`surface`. `first` defaults to 50 (at most 500); `after` is a cursor from a "
-        "previous page."
+        "`surface` and that match `filter` (SPEC §12). `first` defaults to 50 (at most "
+        "500); `after` is a cursor from a previous page with the same filter."
     )
     async def events(
         self,
@@ -158,8 +175,9 @@ class Session:
         surface: list[EventSurface] | None = strawberry.UNSET,
         first: int | None = strawberry.UNSET,
         after: str | None = strawberry.UNSET,
+        filter: EventFilter | None = strawberry.UNSET,
     ) -> EventConnection:
-        return await events_page(info.context, self.ref.header.id, surface, first, after)
+        return await events_page(info.context, self.ref.header.id, surface, first, after, filter)
 
     @resolver("The current surface: what the model sees, in its order.")
     async def surface(self, info: Info) -> list[Event]:
@@ -221,25 +239,40 @@ class SessionConnection:
     nodes: list[Session] = strawberry.field(description="The page's sessions (edges.node).")
     page_info: PageInfo = strawberry.field(description="Cursors and whether more pages exist.")
     _obs: strawberry.Private[Observation]
+    _filter: strawberry.Private[CoreSessionFilter | None] = None
 
-    @resolver("How many sessions the corpus holds now.")
+    @resolver("How many sessions the corpus holds now (that match the filter, when given).")
     async def total_count(self) -> int:
         # Counted only when asked: a scoped count reads what the scope lets through.
+        if self._filter is not None:
+            return await self._obs.filtered_sessions_total(self._filter)
         return await self._obs.sessions_total()
 
 
-async def sessions_page(ctx: Context, first: int | None, after: str | None) -> SessionConnection:
+async def sessions_page(
+    ctx: Context, first: int | None, after: str | None, filter: SessionFilter | None = None
+) -> SessionConnection:
+    """`sessions(first, after, filter)`: the matching sessions in corpus order (SPEC §12),
+    cursors bound to the filter."""
     size = page_size(first)
+    core_filter = to_session_filter(given(filter))
+    if core_filter is not None:
+        check_session_filter(core_filter)
+    digest = filter_digest(filter_key(core_filter))
     key = None
     after = given(after)
     if after is not None:
-        created_at, session_id = ctx.cursors.decode_session(after)
+        created_at, session_id = ctx.cursors.decode_session(after, digest=digest)
         key = (-created_at, session_id)
-    page = await ctx.obs.sessions_page(key, size, with_total=False)
+    if core_filter is None:
+        page = await ctx.obs.sessions_page(key, size, with_total=False)
+    else:
+        page = await ctx.obs.filtered_sessions_page(core_filter, key, size, with_total=False)
     cursors = ctx.cursors
     edges = [
         SessionEdge(
-            cursor=cursors.session(r.header.created_at, r.header.id), node=Session.of_record(r)
+            cursor=cursors.session(r.header.created_at, r.header.id, digest),
+            node=Session.of_record(r),
         )
         for r in page.records
     ]
@@ -253,4 +286,5 @@ async def sessions_page(ctx: Context, first: int | None, after: str | None) -> S
             end_cursor=edges[-1].cursor if edges else None,
         ),
         _obs=ctx.obs,
+        _filter=core_filter,
     )

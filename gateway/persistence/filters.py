@@ -1,0 +1,211 @@
+"""The filters of the pages by index (`gateway.core.backend.FilterReads`, SPEC §12).
+
+The clauses of a `SessionFilter` (`availability` is the core's) are added to the
+keyset page of `gateway.persistence.corpus` (`ix_sessions_newest_first`):
+`id IN` (primary key), `cwd IN` / `IS NULL` (`ix_sessions_cwd`), `parent_session
+IN` / `IS NULL` (`ix_sessions_parent_session`), and a `created_at` range, which
+bounds the newest-first index range itself. The planner picks the index; a page
+stops after `limit` rows when it walks the newest-first index, and reads the
+matching rows of a cwd or parent when it takes their index (few, for the narrow
+values a filter names). On SQLite a page of cwd values chooses between the two by
+their counts (`_page_cwd`). A count of cwd values alone sums `cwd_stats`.
+
+Event clauses (`time`, `types`) are terms of the ranged reads of
+`gateway.persistence.derived` (`EventQuery.time` / `.types`) over `pk_events`
+and `ix_events_surface_seq`; `count_events` counts a ranged read's rows, one
+statement per query, with the class of each row as of the query's `as_of`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, false, func, or_, select, true
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.core.backend import EventQuery, ScopeFilter
+from gateway.core.filters import SessionFilter
+from gateway.core.fold import CURRENT_CODE, LOG_ONLY_CODE, SHADOWED_CODE
+from gateway.core.model import SessionHeader
+
+from .base import SqlBase
+from .codec import _header_from_row
+from .corpus import _COUNT, _FIRST_PAGE, _PAGE_AFTER, _filter_clause, _tree_plan
+from .tables import cwd_stats, events
+from .tables import sessions as _sessions
+
+
+def _one_of(column: ColumnElement[Any], values: Sequence[str | None]) -> ColumnElement[bool]:
+    """`column` is one of `values`, None meaning NULL (an empty list matches nothing)."""
+    named = [v for v in values if v is not None]
+    terms: builtins.list[ColumnElement[bool]] = []
+    if named:
+        terms.append(column.in_(named))
+    if len(named) != len(values):
+        terms.append(column.is_(None))
+    return or_(*terms) if terms else false()
+
+
+def session_clause(
+    f: SessionFilter, cwd: ColumnElement[Any] = _sessions.c.cwd
+) -> ColumnElement[bool]:
+    """The SQL predicate of every clause of `f` but `availability` (`cwd`: the column
+    expression the cwd clause tests; see `_page_cwd`)."""
+    terms: builtins.list[ColumnElement[bool]] = []
+    if f.ids is not None:
+        terms.append(_one_of(_sessions.c.id, f.ids))
+    if f.cwd is not None:
+        terms.append(_one_of(cwd, f.cwd))
+    if f.parent is not None:
+        terms.append(_one_of(_sessions.c.parent_session, f.parent))
+    if f.created_at is not None:
+        if f.created_at.from_ is not None:
+            terms.append(_sessions.c.created_at >= f.created_at.from_)
+        if f.created_at.to is not None:
+            terms.append(_sessions.c.created_at <= f.created_at.to)
+    return and_(true(), *terms)
+
+
+def _class_terms(query: EventQuery) -> ColumnElement[bool] | None:
+    """Rows whose class as of `query.as_of` is one of `query.surfaces` (None: any)."""
+    if query.surfaces is None:
+        return None
+    n = query.as_of
+    terms: builtins.list[ColumnElement[bool]] = []
+    if LOG_ONLY_CODE in query.surfaces:
+        terms.append(events.c.surface == LOG_ONLY_CODE)
+    if CURRENT_CODE in query.surfaces:
+        terms.append(events.c.surface == CURRENT_CODE)
+        terms.append(and_(events.c.surface == SHADOWED_CODE, events.c.replaced_by >= n))
+    if SHADOWED_CODE in query.surfaces:
+        terms.append(and_(events.c.surface == SHADOWED_CODE, events.c.replaced_by < n))
+    return or_(*terms) if terms else false()
+
+
+def event_count_statement(query: EventQuery) -> Any:
+    """`count(*)` of a ranged read's rows, its limit ignored."""
+    hi = min(query.hi, query.as_of - 1)
+    terms: builtins.list[ColumnElement[bool]] = [
+        events.c.session_id == query.session_id,
+        events.c.seq >= query.lo,
+        events.c.seq <= hi,
+    ]
+    classes = _class_terms(query)
+    if classes is not None:
+        terms.append(classes)
+    if query.time is not None:
+        if query.time.from_ is not None:
+            terms.append(events.c.time >= query.time.from_)
+        if query.time.to is not None:
+            terms.append(events.c.time <= query.time.to)
+    if query.types is not None:
+        terms.append(events.c.type.in_(builtins.list(query.types)))
+    return select(func.count()).select_from(events).where(*terms)
+
+
+async def _page_cwd(conn: AsyncConnection, f: SessionFilter, limit: int) -> ColumnElement[Any]:
+    """The cwd expression a SQLite page tests: the column, or `cwd || ''` to keep the
+    planner off `ix_sessions_cwd` when walking the newest-first index is cheaper.
+
+    Without an index on (cwd, created_at DESC, id), SQLite takes the cwd index for
+    `cwd IN (...)` and sorts every matching row (S of them) before the LIMIT; the
+    newest-first walk reads about `limit * N / S` rows (N sessions). `cwd_stats` and
+    `corpus_stats` give S and N in two reads of a few rows, so the page takes the cwd
+    index only when `S * S <= limit * N`. (PostgreSQL's planner has the statistics.)"""
+    column: ColumnElement[Any] = _sessions.c.cwd
+    if conn.dialect.name != "sqlite" or not f.cwd or None in f.cwd:
+        return column
+    named = builtins.list(dict.fromkeys(v for v in f.cwd if v is not None))
+    matching = (
+        await conn.execute(
+            select(func.coalesce(func.sum(cwd_stats.c.session_count), 0)).where(
+                cwd_stats.c.cwd.in_(named)
+            )
+        )
+    ).scalar()
+    total = (await conn.execute(_COUNT)).scalar()
+    s, n = int(matching or 0), int(total or 0)
+    return column.concat("") if s * s > limit * n else column
+
+
+class SqlFilterReads(SqlBase):
+    """Filtered keyset pages and counts of sessions, and counts of filtered events."""
+
+    async def filtered_headers_page(
+        self,
+        after: tuple[int, str] | None,
+        limit: int,
+        sessions: SessionFilter,
+        where: ScopeFilter | None = None,
+    ) -> builtins.list[SessionHeader]:
+        """`headers_page` with the clauses of `sessions` (module docstring)."""
+        if limit <= 0:
+            return []
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["created_at"], params["id"] = after
+        async with self._reading() as conn:
+            cwd = await _page_cwd(conn, sessions, limit)
+            statement = (_FIRST_PAGE if after is None else _PAGE_AFTER).where(
+                session_clause(sessions, cwd)
+            )
+            if where is not None:
+                await _tree_plan(conn, where)
+                statement = statement.where(_filter_clause(where, conn.dialect.name, paging=True))
+            result = await conn.execute(statement, params)
+            return [_header_from_row(row) for row in result]
+
+    async def count_filtered_sessions(
+        self, sessions: SessionFilter, where: ScopeFilter | None = None
+    ) -> int:
+        """How many stored sessions match `sessions` (and `where`, when given)."""
+        cwd_only = (
+            where is None
+            and sessions.cwd is not None
+            and None not in sessions.cwd
+            and sessions.ids is None
+            and sessions.parent is None
+            and sessions.created_at is None
+        )
+        async with self._reading() as conn:
+            if cwd_only:
+                assert sessions.cwd is not None
+                statement = select(func.coalesce(func.sum(cwd_stats.c.session_count), 0)).where(
+                    cwd_stats.c.cwd.in_(builtins.list(dict.fromkeys(sessions.cwd)))
+                )
+            else:
+                statement = select(func.count()).select_from(_sessions)
+                statement = statement.where(session_clause(sessions))
+                if where is not None:
+                    await _tree_plan(conn, where)
+                    statement = statement.where(_filter_clause(where, conn.dialect.name))
+            value = (await conn.execute(statement)).scalar()
+        return int(value or 0)
+
+    async def count_events(self, queries: Sequence[EventQuery]) -> dict[EventQuery, int]:
+        """How many events each ranged read matches (its limit ignored); queries of
+        sessions that are not stored are left out."""
+        wanted = builtins.list(dict.fromkeys(queries))
+        out: dict[EventQuery, int] = {}
+        async with self._reading() as conn:
+            ids = builtins.list(dict.fromkeys(q.session_id for q in wanted))
+            known: set[str] = set()
+            if ids:
+                found = await conn.execute(select(_sessions.c.id).where(_sessions.c.id.in_(ids)))
+                known = {row[0] for row in found}
+            for query in wanted:
+                if query.session_id not in known:
+                    continue
+                empty = (
+                    query.lo > min(query.hi, query.as_of - 1)
+                    or (query.surfaces is not None and not query.surfaces)
+                    or (query.types is not None and not query.types)
+                )
+                if empty:
+                    out[query] = 0
+                    continue
+                value = (await conn.execute(event_count_statement(query))).scalar()
+                out[query] = int(value or 0)
+        return out
