@@ -71,7 +71,8 @@ const report = {
 };
 
 try {
-  context = await launch(userDataDir, STEP_TIMEOUT_MS);
+  // Starting Chromium is not a step of the page: a loaded machine may take seconds.
+  context = await launch(userDataDir, Math.max(STEP_TIMEOUT_MS, 30_000));
   mark("launched");
 
   // Nothing may leave the page's own host: record and abort anything else.
