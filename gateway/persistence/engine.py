@@ -180,6 +180,18 @@ def create_engine(
     )
 
 
+FTS_VOCAB_TABLE = "temp.event_vocab"
+FTS_VOCAB_DDL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.event_vocab "
+    "USING fts5vocab(main, 'event_fts', 'instance')"
+)
+"""Every SQLite connection's view of the search index's positions (one row per token
+instance: term, doc, col, offset). A one-token search counts its matches from it (an
+index read) instead of `highlight()`, which re-tokenizes each matching text
+(`gateway.persistence.search`). Temp and lazy: made before the index exists, it is
+only resolved when queried, and it writes nothing to the database."""
+
+
 def _sqlite_engine(url: URL, *, busy_timeout: float, echo: bool) -> AsyncEngine:
     engine = create_async_engine(
         url,
@@ -201,6 +213,7 @@ def _sqlite_engine(url: URL, *, busy_timeout: float, echo: bool) -> AsyncEngine:
                 cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cursor.execute(FTS_VOCAB_DDL)
         finally:
             cursor.close()
 
