@@ -90,12 +90,25 @@ def build_parser() -> argparse.ArgumentParser:
         )
         module.add_arguments(command)
         command.set_defaults(_module=module)
+        _name_itself(command)
     return parser
+
+
+def _name_itself(parser: argparse.ArgumentParser) -> None:
+    """Let each (sub)command's parser be found from what it parsed (`_parser`): the
+    innermost one parsed last, so its default wins."""
+    parser.set_defaults(_parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _name_itself(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # name the command whose --help lists its options, not the top level's
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args._module.run(args)
     except KeyboardInterrupt:

@@ -206,7 +206,7 @@ def test_documents_hash_refuses_a_file_that_is_not_an_operation_document(
     good.write_text(SESSIONS)
     bad = tmp_path / "bad.graphql"
     bad.write_bytes(content)
-    assert main(["documents", "hash", str(good), str(bad)]) == 1
+    assert main(["documents", "hash", str(good), str(bad)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert str(bad) in err and reason in err

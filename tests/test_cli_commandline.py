@@ -343,3 +343,35 @@ def test_every_subcommand_s_help_has_a_description() -> None:
         return missing
 
     assert walk(build_parser(), ["session-gateway"]) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "unknown", "command"),
+    [
+        (["serve", "--prot", "8000"], "--prot", "session-gateway serve"),
+        (["import", "--no-such-flag", "x.jsonl"], "--no-such-flag", "session-gateway import"),
+        (["token", "list", "--bogus"], "--bogus", "session-gateway token list"),
+    ],
+)
+def test_an_unknown_option_points_at_its_own_command_s_help(
+    argv: list[str], unknown: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{command}: error: unrecognized arguments: {unknown}"), err
+    assert err.endswith(f"(see {command} --help)") and "\n" not in err
+
+
+def test_documents_hash_of_a_missing_path_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    missing = tmp_path / "nope.graphql"
+    assert main(["documents", "hash", str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and str(missing) in err

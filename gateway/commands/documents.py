@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         hashed = hash_files([Path(f) for f in args.files])
     except ValueError as exc:
         print(f"session-gateway documents hash: {exc}", file=sys.stderr)
-        return 1
+        return 2  # a bad path or document is bad input, like every command's (README)
     for path, key, _ in hashed:
         print(f"{key}  {path}", file=sys.stderr)
     manifest = {key: text for _, key, text in hashed}  # a file listed twice appears once
