@@ -49,13 +49,17 @@ def _one_of(column: ColumnElement[Any], values: Sequence[str | None]) -> ColumnE
 
 
 def session_clause(
-    f: SessionFilter, cwd: ColumnElement[Any] = _sessions.c.cwd
+    f: SessionFilter,
+    cwd: ColumnElement[Any] = _sessions.c.cwd,
+    ids: ColumnElement[Any] = _sessions.c.id,
 ) -> ColumnElement[bool]:
     """The SQL predicate of every clause of `f` but `availability` (`cwd`: the column
-    expression the cwd clause tests; see `_page_cwd`)."""
+    expression the cwd clause tests, see `_page_cwd`; `ids`: the session-id column,
+    another table's when only the id clause is given, so `sessions` need not be
+    joined)."""
     terms: builtins.list[ColumnElement[bool]] = []
     if f.ids is not None:
-        terms.append(_one_of(_sessions.c.id, f.ids))
+        terms.append(_one_of(ids, f.ids))
     if f.cwd is not None:
         terms.append(_one_of(cwd, f.cwd))
     if f.parent is not None:

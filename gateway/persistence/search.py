@@ -60,6 +60,7 @@ from gateway.core.matching import RankKey
 from .base import SqlBase
 from .corpus import _filter_clause, _tree_plan
 from .engine import FTS_VOCAB_TABLE
+from .filters import session_clause
 from .tables import event_fts, event_texts, events, sessions
 from .texts import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, stored_term
 
@@ -71,37 +72,12 @@ def fts_query(query: str) -> str:
     return '"' + query.replace('"', '""') + '"'
 
 
-def _in_or_null(column: ColumnElement[Any], values: tuple[str | None, ...]) -> ColumnElement[bool]:
-    """`column` is one of `values`, None among them meaning SQL NULL."""
-    named = [v for v in values if v is not None]
-    terms: builtins.list[ColumnElement[bool]] = []
-    if named:
-        terms.append(column.in_(named))
-    if len(named) != len(values):
-        terms.append(column.is_(None))
-    return or_(*terms) if terms else false()
-
-
 def _range(column: ColumnElement[Any], r: TimeRange | Any) -> builtins.list[ColumnElement[bool]]:
     out: builtins.list[ColumnElement[bool]] = []
     if r.from_ is not None:
         out.append(column >= r.from_)
     if r.to is not None:
         out.append(column <= r.to)
-    return out
-
-
-def _session_terms(f: SessionFilter) -> builtins.list[ColumnElement[bool]]:
-    """The stored part of a session filter (availability is the core's) over `sessions`."""
-    out: builtins.list[ColumnElement[bool]] = []
-    if f.ids is not None:
-        out.append(_t.c.session_id.in_(builtins.list(f.ids)) if f.ids else false())
-    if f.cwd is not None:
-        out.append(_in_or_null(sessions.c.cwd, f.cwd))
-    if f.created_at is not None:
-        out.extend(_range(sessions.c.created_at, f.created_at))
-    if f.parent is not None:
-        out.append(_in_or_null(sessions.c.parent_session, f.parent))
     return out
 
 
@@ -164,7 +140,7 @@ def _hits(search: StoredSearch, dialect: str) -> tuple[Select[Any], dict[str, An
     if search.where is not None:
         conditions.append(_filter_clause(search.where, dialect))
     if search.sessions is not None:
-        conditions.extend(_session_terms(search.sessions))
+        conditions.append(session_clause(search.sessions, ids=_t.c.session_id))
     if search.events is not None:
         if search.events.surface is not None:
             source = source.join(
