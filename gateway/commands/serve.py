@@ -201,8 +201,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help=f"open connections, HTTP and WebSocket (default {DEFAULT_MAX_CONNECTIONS:,}); "
-        "never more than the file-descriptor limit (ulimit -n) less a reserve of 256 (a "
-        "quarter of a small limit); one more is answered 503 SERVER_BUSY and closed",
+        "never more than the file-descriptor limit (ulimit -n) less those open at start "
+        "and a reserve of 256 (a quarter of a small limit); one more is answered 503 "
+        "SERVER_BUSY and closed",
     )
 
 
@@ -485,12 +486,15 @@ async def serve(
             AcceptErrorLog,
             connection_cap,
             fd_soft_limit,
+            gated_listener,
             limited_protocol,
+            open_fds,
         )
 
         limits = connection_limits(args)
         soft = fd_soft_limit()
-        cap = connection_cap(limits.max_connections, soft)
+        cap = connection_cap(limits.max_connections, soft, open_fds())
+        protocol = limited_protocol(limits, cap)
         config = uvicorn.Config(
             app,
             host=args.host,
@@ -500,7 +504,7 @@ async def serve(
             lifespan="on",
             # h11 with a header timeout, a connection cap and our keep-alive timeout
             # (uvicorn has the last only: gateway.server.connections says why)
-            http=limited_protocol(limits, cap),
+            http=protocol,
         )
         server = uvicorn.Server(config)
         loop = asyncio.get_running_loop()
@@ -517,7 +521,8 @@ async def serve(
             banner(f"http://{host}:{port}", args.demo, mode, shown, tracing, limits=shown_limits),
             flush=True,
         )
-        await server.serve(sockets=[sock])
+        # past the cap a connection is refused as it is accepted (no descriptor kept)
+        await server.serve(sockets=[gated_listener(sock, protocol.gate)])
         started = server.started
     finally:
         close = getattr(backend, "close", None)

@@ -15,13 +15,16 @@
   ERROR (312,543 of them in a minute of ~21,000 idle connections).
 
 The protocol is uvicorn's h11 one (the one installed here; httptools' callbacks
-differ), with three additions: a timer armed when a connection opens and when the
-first byte of a later request arrives, cancelled once the request's headers are in
-(`limits.header_timeout`; it closes the connection only if, when it fires, the
-connection is still waiting for headers); a check at `connection_made` that answers
-one connection past `limits.max_connections` with a 503 and closes it at once; and
-`limits.keep_alive_timeout` as uvicorn's own idle timeout. Each limit logs at most
-one line per `limits.log_interval`, with how many times it acted meanwhile.
+differ), with a timer armed when a connection opens and when the first byte of a later
+request arrives, cancelled once the request's headers are in (`limits.header_timeout`;
+it closes the connection only if, when it fires, the connection still waits for
+headers), and `limits.keep_alive_timeout` as uvicorn's own idle timeout. The cap is a
+`ConnectionGate` the protocol shares with a `GatedListener`, the listening socket whose
+`accept` answers a connection past `limits.max_connections` with a 503 and closes it
+there: asyncio accepts up to 2,048 connections per loop turn before any protocol
+starts, so a check in `connection_made` alone would let a burst reach EMFILE.
+`connection_cap` keeps the cap below the file-descriptor limit. Each limit logs at
+most one line per `limits.log_interval`, with how many times it acted meanwhile.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import contextlib
 import errno
 import json
 import logging
+import os
 import resource
+import socket
 from typing import Any, ClassVar
 
 import h11
@@ -47,7 +52,8 @@ logger = logging.getLogger("gateway.server.connections")
 ACCEPT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 """The accept errors asyncio reports and retries (`BaseSelectorEventLoop._accept_connection`)."""
 MAX_RESERVED_FDS = 256
-"""File descriptors kept for the database pool, static files, logs and the loop itself."""
+"""File descriptors kept, besides those open at start, for the database pool, static
+files and exports."""
 
 
 def fd_soft_limit() -> int:
@@ -56,15 +62,25 @@ def fd_soft_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
+def open_fds() -> int:
+    """How many file descriptors this process holds now (0 where /proc does not say)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
 def reserved_fds(soft: int) -> int:
-    """The descriptors not given to connections: 256, or a quarter of a small limit."""
+    """The descriptors kept from connections besides those open at start: 256, or a
+    quarter of a small limit."""
     return min(MAX_RESERVED_FDS, soft // 4)
 
 
-def connection_cap(requested: int, soft: int) -> int:
-    """The connections served at once: `requested`, at most `soft - reserved_fds(soft)`
-    (at least 1), so accepting never runs out of descriptors the rest needs."""
-    return max(1, min(requested, soft - reserved_fds(soft)))
+def connection_cap(requested: int, soft: int, in_use: int = 0) -> int:
+    """The connections served at once: `requested`, at most `soft - in_use -
+    reserved_fds(soft)` (at least 1), so accepting never takes the descriptors the
+    database and the rest need (nor runs into EMFILE, whose retry loop is costly)."""
+    return max(1, min(requested, soft - in_use - reserved_fds(soft)))
 
 
 class ThrottledLog:
@@ -154,30 +170,97 @@ def busy_response(cap: int) -> bytes:
     return head.encode("latin-1") + body
 
 
+class ConnectionGate:
+    """The open connections of one server against its cap: uvicorn's own set of them
+    (HTTP and WebSocket) plus those accepted whose protocol has not started yet."""
+
+    def __init__(self, cap: int, refusals: ThrottledLog) -> None:
+        self.cap = cap
+        self.refusals = refusals
+        self.busy = busy_response(cap)
+        self.connections: set[Any] = set()
+        """uvicorn's `server_state.connections` (the protocol hands it over)."""
+        self.pending = 0
+
+    def open(self) -> int:
+        return len(self.connections) + self.pending
+
+    def admit(self) -> bool:
+        """Whether one more accepted connection may be served (counted if so)."""
+        if self.open() >= self.cap:
+            return False
+        self.pending += 1
+        return True
+
+    def started(self) -> None:
+        """An admitted connection's protocol started (it is in `connections` now)."""
+        self.pending = max(0, self.pending - 1)
+
+    def refuse(self, conn: socket.socket) -> None:
+        """Answer `conn` 503 SERVER_BUSY and close it, now, without the loop."""
+        self.refusals.note()
+        with contextlib.suppress(OSError):
+            conn.setblocking(False)
+            conn.send(self.busy)
+            conn.recv(65536)  # what it sent already, so the close is a FIN, not a reset
+        conn.close()
+
+
+MAX_REFUSALS_PER_ACCEPT = 256
+"""Connections past the cap refused in one accept call before the loop runs again."""
+
+
+class GatedListener(socket.socket):
+    """A listening socket whose `accept` refuses connections past the gate's cap itself.
+
+    asyncio's accept loop takes up to `backlog` (2,048) connections per loop turn
+    before any protocol starts, so a cap checked in `connection_made` alone would let a
+    burst past the file-descriptor limit (EMFILE). Here a connection past the cap is
+    answered and closed inside `accept`, holding its descriptor for microseconds."""
+
+    gate: ConnectionGate
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        for _ in range(MAX_REFUSALS_PER_ACCEPT):
+            conn, address = super().accept()  # BlockingIOError when the queue is empty
+            if self.gate.admit():
+                return conn, address
+            self.gate.refuse(conn)
+        raise BlockingIOError  # the loop serves others, then comes back (still readable)
+
+
+def gated_listener(sock: socket.socket, gate: ConnectionGate) -> GatedListener:
+    """`sock` (bound) as a `GatedListener` of `gate`; `sock` itself is left detached."""
+    listener = GatedListener(sock.family, sock.type, sock.proto, fileno=sock.detach())
+    listener.gate = gate
+    return listener
+
+
 class LimitedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a header timeout and a connection cap (module docstring).
 
-    Use `limited_protocol(limits)`, which makes a subclass holding the limits and the
-    log lines every connection of one server shares."""
+    Use `limited_protocol(limits)`, which makes a subclass holding the limits, the
+    connection gate and the log lines every connection of one server shares."""
 
     limits: ClassVar[ConnectionLimits] = ConnectionLimits()
-    cap: ClassVar[int] = ConnectionLimits().max_connections
-    refusals: ClassVar[ThrottledLog]
+    gate: ClassVar[ConnectionGate]
     header_timeouts: ClassVar[ThrottledLog]
-    busy: ClassVar[bytes]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.timeout_keep_alive = self.limits.keep_alive_timeout  # type: ignore[assignment]
         self._header_timer: asyncio.TimerHandle | None = None
         self._refused = False
+        self.gate.connections = self.connections
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.cap:
+        self.gate.started()
+        # a listener that is not a GatedListener (or a race) can still bring one too many
+        if len(self.connections) >= self.gate.cap:
             self._refused = True
             self.transport = transport
-            self.refusals.note()
-            transport.write(self.busy)
+            self.gate.refusals.note()
+            transport.write(self.gate.busy)
             transport.close()
             return
         super().connection_made(transport)
@@ -227,40 +310,44 @@ class LimitedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def limited_protocol(limits: ConnectionLimits, cap: int | None = None) -> type[H11Protocol]:
-    """The protocol class for one server: `limits`, the connection cap `cap` (default
-    `limits.max_connections`; `serve` passes `connection_cap(...)`), and its log lines."""
+def limited_protocol(limits: ConnectionLimits, cap: int | None = None) -> type[LimitedH11Protocol]:
+    """The protocol class for one server: `limits`, its `ConnectionGate` (of `cap`,
+    default `limits.max_connections`; `serve` passes `connection_cap(...)`) and its log
+    lines. `serve` listens through `gated_listener(sock, protocol.gate)`."""
     cap = cap if cap is not None else limits.max_connections
+    refusals = ThrottledLog(
+        logging.WARNING,
+        f"refused a connection past the cap of {cap:,} open connections (answered 503 and closed)",
+        limits.log_interval,
+    )
+    header_timeouts = ThrottledLog(
+        logging.INFO,
+        "closed a connection that sent no complete request headers within "
+        f"{limits.header_timeout:g} s",
+        limits.log_interval,
+    )
     return type(
         "ServedH11Protocol",
         (LimitedH11Protocol,),
         {
             "limits": limits,
-            "cap": cap,
-            "busy": busy_response(cap),
-            "refusals": ThrottledLog(
-                logging.WARNING,
-                f"refused a connection past the cap of {cap:,} open connections "
-                "(answered 503 and closed)",
-                limits.log_interval,
-            ),
-            "header_timeouts": ThrottledLog(
-                logging.INFO,
-                "closed a connection that sent no complete request headers within "
-                f"{limits.header_timeout:g} s",
-                limits.log_interval,
-            ),
+            "gate": ConnectionGate(cap, refusals),
+            "header_timeouts": header_timeouts,
         },
     )
 
 
 __all__ = [
     "AcceptErrorLog",
+    "ConnectionGate",
+    "GatedListener",
     "LimitedH11Protocol",
     "ThrottledLog",
     "busy_response",
     "connection_cap",
     "fd_soft_limit",
+    "gated_listener",
     "limited_protocol",
+    "open_fds",
     "reserved_fds",
 ]
