@@ -61,7 +61,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -528,10 +528,28 @@ async def serve(
         close = getattr(backend, "close", None)
         if callable(close):
             with contextlib.suppress(Exception):
-                await close()
+                await _finish_despite_cancel(close())
         if tmp is not None:
             tmp.cleanup()
     return 0 if started else 1
+
+
+async def _finish_despite_cancel(work: Coroutine[Any, Any, Any]) -> None:
+    """Await `work` to its end even if this task is cancelled meanwhile, then re-raise.
+
+    On Ctrl-C uvicorn shuts down and raises SIGINT again, which asyncio.run turns into a
+    cancel of this task: closing the pool would stop half-way, and SQLAlchemy log an
+    ERROR traceback per pooled connection."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -219,7 +219,7 @@ class ConnectionGate:
 
 MAX_REFUSALS_PER_ACCEPT = 256
 """Connections past the cap refused in one accept call before the loop runs again."""
-ACCEPTS_PER_TURN = 64
+ACCEPTS_PER_TURN = 16
 """Connections admitted per loop turn: asyncio would take up to 2,048 at once and start
 them all before anything else runs (a `/healthz` waited 1.1 s behind 3,000 of them)."""
 
