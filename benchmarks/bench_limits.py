@@ -153,6 +153,15 @@ class Server:
             pass
         return 0
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server has used so far."""
+        assert self.proc is not None
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def log_lines(self) -> int:
         with self.log.open("rb") as f:
             return sum(1 for _ in f)
@@ -553,8 +562,10 @@ def main() -> int:
             ordinary_queries(server)
             baseline = server.rss_kib()
             lines_before = server.log_lines()
+            cpu_before = server.cpu_seconds()
             outcome, watch = watching(server, attack, seconds)
             lines = server.log_lines() - lines_before
+            cpu = server.cpu_seconds() - cpu_before
         finally:
             server.stop()
         health = p99(watch.health)
@@ -573,7 +584,7 @@ def main() -> int:
             f"{len(watch.health) + watch.refused} probes (target 0); "
             f"peak RSS {watch.peak_kib / 1024:,.0f} MiB = {ratio:.2f}x the "
             f"baseline {baseline / 1024:,.0f} MiB (target <= {RSS_RATIO_TARGET:g}x); "
-            f"{lines:,} log lines; {'ok' if ok else 'MISSED'}",
+            f"{lines:,} log lines; server CPU {cpu:.1f} s; {'ok' if ok else 'MISSED'}",
             flush=True,
         )
     print(f"# load average after: {os.getloadavg()[0]:.1f}")
