@@ -37,6 +37,8 @@ import logging
 import os
 import resource
 import socket
+from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import h11
@@ -183,6 +185,8 @@ class ConnectionGate:
         self.pending = 0
         self.this_turn = 0
         """Connections admitted in this loop turn (see `ACCEPTS_PER_TURN`)."""
+        self.closes = PacedCalls(CLOSES_PER_TURN)
+        """The header timeouts' closes, paced."""
 
     def open(self) -> int:
         return len(self.connections) + self.pending
@@ -217,6 +221,32 @@ class ConnectionGate:
         conn.close()
 
 
+class PacedCalls:
+    """Calls run at most `per_turn` per event-loop turn, in the order they came."""
+
+    def __init__(self, per_turn: int) -> None:
+        self.per_turn = per_turn
+        self.due: deque[Callable[[], None]] = deque()
+        self._scheduled = False
+
+    def add(self, call: Callable[[], None]) -> None:
+        self.due.append(call)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        for _ in range(min(self.per_turn, len(self.due))):
+            self.due.popleft()()
+        if self.due:
+            asyncio.get_running_loop().call_soon(self._run)
+        else:
+            self._scheduled = False
+
+
+CLOSES_PER_TURN = 64
+"""Connections closed by the header timeout per loop turn: a burst that opened together
+times out together (4,096 closes in one turn held `/healthz` for most of a second)."""
 MAX_REFUSALS_PER_ACCEPT = 256
 """Connections past the cap refused in one accept call before the loop runs again."""
 ACCEPTS_PER_TURN = 16
@@ -320,6 +350,11 @@ class LimitedH11Protocol(H11Protocol):
 
     def _header_timeout(self) -> None:
         self._header_timer = None
+        self.gate.closes.add(self._close_if_still_waiting)  # a burst over several turns
+
+    def _close_if_still_waiting(self) -> None:
+        if self._header_timer is not None:  # headers came, and a later request began
+            return
         if self.transport.is_closing() or not self._waiting_for_headers():
             return
         self.header_timeouts.note()
