@@ -15,7 +15,8 @@ each bounded to `--seconds` (default 15):
 (c) 20 WebSocket clients with 10 subscriptions each to the 200,000-event replay, never
     reading, while ordinary queries run (their latency is printed);
 (d) 1,000 slowloris connections (half the headers, then a header line every second);
-(e) many idle TCP connections (21,000; `--quick` 3,000), held by helper processes.
+(e) many idle TCP connections (21,000; `--quick` 3,000), held by helper processes;
+(0) no attack, a control: what this machine's load alone does to the probes.
 
 Printed per attack, each beside its target: `/healthz` p99 (<= 100 ms), probes timed
 out or refused (0), peak RSS against the baseline (<= 2x), the attack's own outcome,
@@ -195,6 +196,8 @@ def ordinary_queries(server: Server) -> None:
 @dataclass
 class Watch:
     health: list[float] = field(default_factory=list)
+    at: list[float] = field(default_factory=list)
+    """When each probe was sent, in seconds from the attack's start."""
     timed_out: int = 0
     refused: int = 0
     peak_kib: int = 0
@@ -204,11 +207,13 @@ def watching(server: Server, attack: Callable[[], str], seconds: float) -> tuple
     """Run `attack()` (bounded by itself to about `seconds`) while probing and sampling."""
     watch = Watch()
     done = threading.Event()
+    began = time.perf_counter()
 
     def probe() -> None:
         with httpx.Client(base_url=server.base, timeout=PROBE_TIMEOUT) as client:
             while not done.is_set():
                 started = time.perf_counter()
+                watch.at.append(started - began)
                 try:
                     status = client.get("/healthz").status_code
                     watch.health.append(time.perf_counter() - started)
@@ -219,6 +224,7 @@ def watching(server: Server, attack: Callable[[], str], seconds: float) -> tuple
                     watch.health.append(PROBE_TIMEOUT)
                 except httpx.HTTPError:
                     watch.refused += 1
+                    watch.at.pop()
                 done.wait(PROBE_INTERVAL)
 
     def sample() -> None:
@@ -524,7 +530,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, help="length of each attack (default 15; quick 8)")
     parser.add_argument("--idle", type=int, help="idle connections of (e) (21,000; quick 3,000)")
     parser.add_argument("--slowloris", type=int, help="connections of (d) (1,000; quick 300)")
-    parser.add_argument("--only", default="abcde", help="which attacks, e.g. 'de' (default all)")
+    parser.add_argument(
+        "--only", default="0abcde", help="attacks to run, e.g. 'de' (default all; 0: a control)"
+    )
     parser.add_argument("--gateway-src", help="serve another checkout's gateway package")
     parser.add_argument("--data", default=f"/tmp/bench-limits-{DATA_VERSION}.db")
     parser.add_argument("--hold", nargs=3, help=argparse.SUPPRESS)
@@ -542,7 +550,13 @@ def main() -> int:
     log = Path(args.data).with_suffix(".serve.log")
     log.unlink(missing_ok=True)
     server = Server(url, args.gateway_src, log)
+
+    def quiet() -> str:
+        time.sleep(seconds)
+        return "nothing sent"
+
     attacks: dict[str, tuple[str, Callable[[], str]]] = {
+        "0": ("(0) no attack (this machine's own noise)", quiet),
         "a": ("(a) 30-alias surface", lambda: repeated(server, SURFACE_30, 1, seconds)),
         "b": ("(b) 8 x 30-alias readEvent", lambda: repeated(server, READ_EVENT_30, 8, seconds)),
         "c": ("(c) 20 x 10 idle subscribers", lambda: idle_subscribers(server, seconds)),
@@ -578,13 +592,16 @@ def main() -> int:
         )
         failed |= not ok
         print(f"{name}: {outcome}", flush=True)
+        slow = sorted(zip(watch.health, watch.at, strict=True), reverse=True)[:3]
+        slowest = ", ".join(f"{ms(took)} at {at:.1f} s" for took, at in slow)
         print(
             f"    /healthz p99 {ms(health)} (target <= {ms(HEALTH_P99_TARGET)}), "
             f"{watch.timed_out} timed out + {watch.refused} refused of "
             f"{len(watch.health) + watch.refused} probes (target 0); "
             f"peak RSS {watch.peak_kib / 1024:,.0f} MiB = {ratio:.2f}x the "
             f"baseline {baseline / 1024:,.0f} MiB (target <= {RSS_RATIO_TARGET:g}x); "
-            f"{lines:,} log lines; server CPU {cpu:.1f} s; {'ok' if ok else 'MISSED'}",
+            f"{lines:,} log lines; server CPU {cpu:.1f} s; slowest probes {slowest}; "
+            f"{'ok' if ok else 'MISSED'}",
             flush=True,
         )
     print(f"# load average after: {os.getloadavg()[0]:.1f}")
