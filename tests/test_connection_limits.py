@@ -13,6 +13,7 @@ disconnects mid-body is no ERROR and no traceback.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import socket
@@ -248,6 +249,46 @@ def test_requests_past_the_in_flight_cap_get_503_with_retry_after_while_healthz_
     assert [status for status, _, _ in answers] == [200, 200]
     assert all(json.loads(body)["data"] == {"__typename": "Query"} for _, _, body in answers)
     assert after.status_code == 200
+
+
+def test_an_sse_stream_gives_its_in_flight_slot_back_when_it_starts(tmp_path: Path) -> None:
+    """A subscription stream is bounded by the subscription limits, not the in-flight cap:
+    with a cap of 1, a query still answers while a live stream runs."""
+    port = _free_port()
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+    env.pop("SESSION_GATEWAY_DATABASE_URL", None)
+    with (tmp_path / "serve.log").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--demo", "--port", str(port),
+             "--max-in-flight", "1", "--agent-interval", "0.2"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    sub = 'subscription { sessionEvents(sessionId: "demo-agent-live") { seq } }'
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+        with (
+            httpx.Client(base_url=base, timeout=10) as client,
+            client.stream(
+                "POST", "/graphql", json={"query": sub}, headers={"Accept": "text/event-stream"}
+            ) as stream,
+        ):
+            assert stream.status_code == 200
+            first = next(stream.iter_lines())
+            query = client.post("/graphql", json={"query": "{ __typename }"})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert first.startswith(("event:", ":", "data:")), first
+    assert query.status_code == 200 and query.json()["data"] == {"__typename": "Query"}
 
 
 # -- the connection cap ------------------------------------------------------------------
