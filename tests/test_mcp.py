@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -609,3 +610,57 @@ def test_http_mcp_checks_host_origin_and_rate_like_the_rest_of_the_app(
             codes = [rpc(base, "tools/list", {}, **token).status_code for _ in range(5)]
             assert codes[:3] == [200] * 3 and codes[-1] == 429  # 6 a minute, 2 spent above
         asyncio.run(db.close())
+
+
+# -- the README's MCP (agents) examples, run as written -----------------------------------
+
+README = (ROOT / "README.md").read_text()
+MCP_SECTION = README.split("### MCP (agents)", 1)[1].split("\n## ", 1)[0]
+
+
+async def test_readme_mcp_stdio_config_starts_a_scoped_server(corpus: Path, tmp_path: Path) -> None:
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", MCP_SECTION, re.S)]
+    stdio, http = (b["mcpServers"]["sessions"] for b in blocks)
+    assert stdio["command"] == "session-gateway"
+    args = stdio["args"]
+    assert args[:2] == ["mcp", "--database"] and args[3] == "--grant"
+    assert http["url"].endswith("/mcp") and http["headers"]["Authorization"].startswith("Bearer ")
+    command = Path(sys.executable).parent / stdio["command"]  # the installed console script
+    args = [*args[:2], sqlite_url(corpus), args[3], "cwd:/work/a"]
+    params = StdioServerParameters(command=str(command), args=args, cwd=str(tmp_path))
+    with (tmp_path / "err.log").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            _, data = await call(session, "session_search", query="zebra crossing")
+    assert {s["session"]["id"] for s in data["sessions"]} == {"mcp-root", "mcp-grandchild"}
+
+
+def test_readme_mcp_python_example_runs_against_a_served_demo(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from gateway import SessionStore
+    from gateway.demo import load_demo
+
+    (code,) = re.findall(r"```py\n(.*?)```", MCP_SECTION, re.S)
+    db = SqlPersistence(sqlite_url(tmp_path / "demo.db"))
+    store = SessionStore()
+    asyncio.run(load_demo(db, store))
+    asyncio.run(db.close())  # the server's loop opens its own connections
+    app = create_app(SessionQuery(live=[store], persistence=db))
+    try:
+        with running_server(app) as base:
+            result = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True, text=True, timeout=120, cwd=ROOT,
+                env={**os.environ, "MCP_GATEWAY_URL": base},
+            )  # fmt: skip
+    finally:
+        asyncio.run(db.close())
+    assert result.returncode == 0, result.stderr
+    assert str(list(TOOLS)) in result.stdout
+    assert "Session search results (" in result.stdout and 'for "nested quotes"' in result.stdout
+    assert "```json" in result.stdout and "After:" in result.stdout

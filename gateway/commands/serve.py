@@ -253,6 +253,7 @@ def banner(
         f"  Viewer:    {base}/ui        (sessions, lineage, surface)",
         f"  GraphQL:   POST/GET {base}/graphql",
         f"  Health:    {base}/healthz   Readiness: {base}/readyz",
+        f"  MCP:       {base}/mcp       (agents: MCP streamable HTTP)",
     ]
     if database is not None:
         lines.append(f"  Database:  {database}")
