@@ -170,10 +170,12 @@ ToolResult = (
 
 @dataclass(frozen=True, slots=True)
 class ToolAnswer:
-    """A tool's answer: the text a model reads, and the same facts as data."""
+    """A tool's answer: the text a model reads, and the same facts as data (`data`, and
+    `structured`: the same as plain JSON values, ready to send)."""
 
     text: str
     data: ToolResult
+    structured: dict[str, Any]
 
 
 __all__ = [

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import TypeVar
 
 from gateway.core import (
     EventHit,
@@ -58,6 +60,7 @@ from .results import (
     SessionSearchResult,
     SessionTraceResult,
     ToolAnswer,
+    ToolResult,
 )
 from .schemas import TOOL_SCHEMAS, ToolSchema
 
@@ -66,6 +69,8 @@ DEFAULT_MAX_RESULTS = 100
 few enough to read; past it the answer says so."""
 NEIGHBOR_TEXT = 300
 """Code points of a neighbouring event's text that `session_event_read` shows."""
+LARGE_TREE = 500
+"""Sessions in a lineage past which its answer is made off the event loop."""
 _NAMES = ArgumentNames("query", "filters", "event filters")
 
 
@@ -149,7 +154,7 @@ class AgentTools:
             capped=capped,
             cap=self.max_results,
         )
-        return ToolAnswer(render.session_search(result), result)
+        return await _answer(result, render.session_search, large=False)
 
     async def _session_event_search(self, obs: Observation, args: Arguments) -> ToolAnswer:
         session_id = args.session_id()
@@ -179,7 +184,7 @@ class AgentTools:
             capped=capped,
             cap=self.max_results,
         )
-        return ToolAnswer(render.event_search(result), result)
+        return await _answer(result, render.event_search, large=False)
 
     async def _session_trace(self, obs: Observation, args: Arguments) -> ToolAnswer:
         session_id = args.session_id()
@@ -204,7 +209,8 @@ class AgentTools:
                 for record, depth, parent in flat
             ],
         )
-        return ToolAnswer(render.session_trace(result), result)
+        large = len(result.descendants) + len(result.ancestors) > LARGE_TREE
+        return await _answer(result, render.session_trace, large=large)
 
     async def _session_event_trace(self, obs: Observation, args: Arguments) -> ToolAnswer:
         session_id = args.session_id()
@@ -222,7 +228,7 @@ class AgentTools:
             source_event_seqs=list(trace.source_event_seqs),
             derived_event_seqs=list(trace.derived_event_seqs),
         )
-        return ToolAnswer(render.event_trace(result), result)
+        return await _answer(result, render.event_trace, large=False)
 
     async def _session_event_read(self, obs: Observation, args: Arguments) -> ToolAnswer:
         session_id = args.session_id()
@@ -242,10 +248,26 @@ class AgentTools:
             start_seq=window.start_seq,
             end_seq=window.end_seq,
         )
-        return ToolAnswer(render.event_read(result), result)
+        # one event may hold megabytes (a tool's output): never encoded on the loop
+        return await _answer(result, render.event_read, large=True)
 
 
 # -- from the core's values to the results ---------------------------------------------
+
+
+R = TypeVar("R", bound=ToolResult)
+
+
+async def _answer(result: R, text_of: Callable[[R], str], *, large: bool) -> ToolAnswer:
+    """The text and the plain data of `result`; made in a worker thread when `large`
+    (an answer of unbounded size), so the event loop keeps serving."""
+    if large:
+        return await asyncio.to_thread(_made, result, text_of)
+    return _made(result, text_of)
+
+
+def _made(result: R, text_of: Callable[[R], str]) -> ToolAnswer:
+    return ToolAnswer(text_of(result), result, asdict(result))
 
 
 async def _titles(obs: Observation, ids: Sequence[str]) -> dict[str, str | None]:

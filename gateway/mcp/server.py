@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -132,7 +131,7 @@ def build_server(tools: AgentTools, scope_of: ScopeOf) -> Server[Any]:
             )
         return types.CallToolResult(
             content=[types.TextContent(text=answer.text)],
-            structured_content=asdict(answer.data),
+            structured_content=answer.structured,
         )
 
     return Server(

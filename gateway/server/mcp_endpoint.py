@@ -25,6 +25,7 @@ each lifespan makes a fresh manager (one can run only once).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -46,6 +47,13 @@ from .operation import Refused
 from .principal import attach_principal, principal_of
 
 MCP_PATH = "/mcp"
+
+# The SDK's transport logs "Terminating session: None" at INFO for every stateless
+# request; the access log already has one line per request. A level set by the
+# host's own logging configuration is left as it is.
+_TRANSPORT_LOG = logging.getLogger("mcp.server.streamable_http")
+if _TRANSPORT_LOG.level == logging.NOTSET:
+    _TRANSPORT_LOG.setLevel(logging.WARNING)
 
 
 class McpEndpoint:
