@@ -48,6 +48,11 @@ from gateway.server.config import GatewayConfig
 from tests.support.server import running_server
 from tests.support.sqlite_backend import sqlite_url
 from tests.support.tokens import KEY, bearer, issued_tokens_for_a_server
+from tests.test_persistence_fixtures import (  # noqa: F401  (fixtures)
+    db_fixture,
+    db_url_fixture,
+    engine_name_fixture,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).parent / "data" / "dsh-jsonl"
@@ -483,6 +488,59 @@ def test_mcp_command_refuses_a_bad_grant_and_a_missing_database(tmp_path: Path) 
     assert not (tmp_path / "absent.db").exists() and "Traceback" not in missing.stderr
     helped = run("--help")
     assert "with no --grant, every session of the database" in helped.stdout
+
+
+SOME_ARTIFACTS = sorted(CORPUS.glob("*.jsonl"))[::10]
+
+
+async def _fill(db: SqlPersistence) -> None:
+    summary = await import_paths(db, SOME_ARTIFACTS)
+    assert {r.status for r in summary.reports} == {"imported"}
+    for i, (sid, parent, cwd) in enumerate(LINEAGE):
+        header = SessionHeader(sid, LINEAGE_TIME + i, cwd=cwd, parent_session=parent)
+        await db.create(header, [_message(0, f"zebra crossing {sid} file")])
+
+
+async def _answers(query: SessionQuery, grants: list[str] | None) -> list[Any]:
+    """Every tool's structured answer to a fixed set of questions."""
+    from gateway.core import Scope
+
+    tools = AgentTools(query, page_size=2)
+    scope = None if grants is None else Scope.parse(grants)
+    sid = SOME_ARTIFACTS[0].stem
+    questions: list[tuple[str, dict[str, Any]]] = [
+        ("session_search", {"query": "file"}),
+        ("session_search", {"query": "the", "event_types": ["user/message"]}),
+        ("session_event_search", {"session_id": sid, "query": "the"}),
+        ("session_trace", {"session_id": "mcp-grandchild"}),
+        ("session_event_trace", {"session_id": sid, "seq": 5}),
+        ("session_event_read", {"session_id": sid, "seq": 5, "before": 2, "after": 2}),
+    ]
+    out = []
+    for name, arguments in questions:
+        try:
+            out.append((await tools.call(name, arguments, scope)).structured)
+        except SessionQueryError as exc:
+            out.append(exc.code.value)
+    return out
+
+
+async def test_agent_tools_answer_alike_on_both_engines_and_match_the_model(
+    db: SqlPersistence, tmp_path: Path
+) -> None:
+    await _fill(db)
+    reference = SqlPersistence(sqlite_url(tmp_path / "reference.db"))
+    try:
+        await _fill(reference)
+        for grants in (None, ["cwd:/work/a"]):
+            got = await _answers(SessionQuery(persistence=db), grants)
+            assert got == await _answers(SessionQuery(persistence=reference), grants)
+            q = SessionQuery(persistence=db)
+            q = q if grants is None else q.scoped(grants)
+            assert got_session_search(got[0]) == await want_session_search(q, "file")
+        assert len(got[0]["sessions"]) == 2 and got[2] == "SESSION_QUERY_SESSION_NOT_FOUND"
+    finally:
+        await reference.close()
 
 
 # -- streamable HTTP on a served app, with tokens ----------------------------------------
