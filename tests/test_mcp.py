@@ -24,7 +24,7 @@ import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway import SessionQuery, create_app
@@ -386,6 +386,8 @@ async def test_mcp_bad_arguments_are_tool_errors_naming_the_code(
         empty = await tool_error(session, "session_event_search", session_id=sid, query="a",
                                  surfaces=[])  # fmt: skip
         assert empty.startswith("SESSION_QUERY_INVALID_FILTER: surfaces ")
+        many = await tool_error(session, "session_search", query="f", session_ids=["a"] * 101)
+        assert many.startswith("SESSION_QUERY_INVALID_FILTER: session_ids lists 101 values")
         wrong = await tool_error(session, "session_search", query="f", event_surfaces=["LIVE"])
         assert wrong.startswith("SESSION_QUERY_INVALID_FILTER: event_surfaces: 'LIVE' is not")
         inverted = await tool_error(
@@ -596,6 +598,18 @@ def test_http_mcp_answers_within_each_tokens_scope(corpus: Path, tmp_path: Path)
                         assert hidden.startswith("SESSION_QUERY_SESSION_NOT_FOUND: ")
                         _, data = await call(session, "session_trace", session_id="mcp-grandchild")
                         assert data["unresolved_parent_id"] == "mcp-child"
+                    # the SDK's high-level Client negotiates the newest protocol (2026-07-28
+                    # envelopes, another server path): the same token, the same scope
+                    headers = bearer(secrets["workspace"])
+                    async with (
+                        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+                        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+                    ):
+                        found = await client.call_tool("session_search", {"query": "zebra"})
+                        assert got_session_search(found.structured_content) == (
+                            await want_session_search(scoped, "zebra")
+                        )
+                        assert len(found.structured_content["sessions"]) == 2
 
             asyncio.run(ask())
         asyncio.run(db.close())

@@ -32,6 +32,7 @@ from gateway.core import (
     SessionQueryError,
     TimeRange,
 )
+from gateway.core.filters import MAX_FILTER_VALUES
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
 """The code of an argument of the wrong JSON type, an unknown and a missing one (the
@@ -140,6 +141,10 @@ class Arguments:
             )
         if not value:
             raise _invalid_filter(f"{name} must contain at least one value when given")
+        if len(value) > MAX_FILTER_VALUES:
+            raise _invalid_filter(
+                f"{name} lists {len(value)} values; at most {MAX_FILTER_VALUES} are allowed"
+            )
         return tuple(value)
 
     def seq_bound(self, name: str) -> int | None:
