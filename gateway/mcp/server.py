@@ -23,6 +23,8 @@ the request that carried the call, see `gateway.server.mcp_endpoint`).
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import secrets
 from collections.abc import Callable
@@ -68,9 +70,16 @@ RESULT_TYPES: dict[str, type] = {
 ScopeOf = Callable[[ServerRequestContext[Any, Any]], Scope | None]
 
 
+@functools.cache
+def _schema_of(result_type: type) -> str:
+    return json.dumps(TypeAdapter(result_type).json_schema(mode="serialization"))
+
+
 def output_schema(result_type: type) -> dict[str, Any]:
-    """The JSON Schema of a result dataclass, as its `asdict` form serializes."""
-    return TypeAdapter(result_type).json_schema(mode="serialization")
+    """The JSON Schema of a result dataclass, as its `asdict` form serializes (made once
+    per process: it is a property of the code, and every app would otherwise pay for it;
+    each caller gets its own copy)."""
+    return dict(json.loads(_schema_of(result_type)))
 
 
 def _tool(schema: ToolSchema) -> types.Tool:

@@ -19,7 +19,10 @@ The SDK's session manager runs stateless with JSON answers: no MCP session is
 kept between requests (nothing is cached across requests, and a replica can
 answer any request), and a read-only tool has nothing to stream. It needs a
 task group for the app's lifetime, so the app's lifespan enters `lifespan()`;
-each lifespan makes a fresh manager (one can run only once).
+each lifespan makes a fresh manager (one can run only once). The SDK is imported
+there too, not with this module: it takes longer to import than the rest of the
+app, and an app that is never served (a test over ASGI, an embedding host's
+own mount) should not pay for it.
 """
 
 from __future__ import annotations
@@ -27,17 +30,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from gateway.agent_tools import AgentTools, ToolInputError
 from gateway.core import Scope as GrantScope
 from gateway.core import SessionQuery
-from gateway.mcp import build_server
 
 from .access import Access, caller_of
 from .codes import GatewayCode
@@ -45,6 +45,10 @@ from .cors import origin_allowed
 from .errors import send_error, simple_error
 from .operation import Refused
 from .principal import attach_principal, principal_of
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 MCP_PATH = "/mcp"
 
@@ -62,13 +66,18 @@ class McpEndpoint:
     def __init__(self, query: SessionQuery, access: Access, cors_origins: Iterable[str]) -> None:
         self.access = access
         self.origins = tuple(cors_origins)
-        self.server = build_server(AgentTools(query), self._scope_of)
+        self.tools = AgentTools(query)
         self._manager: StreamableHTTPSessionManager | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         """Run the SDK's session manager for as long as the app serves."""
-        manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        from gateway.mcp import build_server
+
+        server = build_server(self.tools, self._scope_of)
+        manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
         async with manager.run():
             self._manager = manager
             try:
