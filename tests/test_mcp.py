@@ -736,3 +736,65 @@ def test_readme_mcp_python_example_runs_against_a_served_demo(tmp_path: Path) ->
     assert str(list(TOOLS)) in result.stdout
     assert "Session search results (" in result.stdout and 'for "nested quotes"' in result.stdout
     assert "```json" in result.stdout and "After:" in result.stdout
+
+
+# -- failures that are not the caller's -------------------------------------------------
+
+
+class _BrokenBackend:
+    """A backend whose database is gone: its driver's text must not reach the agent."""
+
+    async def list(self) -> list[SessionHeader]:
+        raise ConnectionError("could not connect to db.internal:5432 as admin/hunter2")
+
+    async def load(self, session_id: str) -> Any:
+        raise ConnectionError("could not connect to db.internal:5432 as admin/hunter2")
+
+
+class _Buggy(AgentTools):
+    async def call(self, name: str, arguments: Any, scope: Any) -> Any:
+        raise RuntimeError("a bug that mentions /etc/secret")
+
+
+async def test_mcp_failures_are_tool_errors_with_a_code_and_no_internals(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from gateway.mcp import build_server
+
+    broken = build_server(AgentTools(SessionQuery(persistence=_BrokenBackend())), lambda c: None)
+    async with Client(broken) as client:  # the SDK's in-process client
+        result = await client.call_tool("session_search", {"query": "file"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error and text.startswith("SESSION_QUERY_PERSISTENCE_FAILED: ")
+    assert "hunter2" not in text and "db.internal" not in text and "correlation id" in text
+    buggy = build_server(_Buggy(SessionQuery()), lambda c: None)
+    async with Client(buggy) as client:
+        result = await client.call_tool("session_trace", {"session_id": "x"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error and text.startswith("INTERNAL_ERROR: the gateway failed to answer")
+    assert "secret" not in text and "Traceback" not in text
+    correlation = text.rsplit("correlation id ", 1)[1].rstrip(")")
+    assert any(correlation in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_http_mcp_failed_auth_limit_holds_before_credentials_are_read(
+    corpus: Path, tmp_path: Path
+) -> None:
+    specs = (("everything", ["all"], False),)
+    with issued_tokens_for_a_server(tmp_path / "tokens.db", *specs) as (auth, secrets):
+        db = SqlPersistence(sqlite_url(corpus))
+        app = create_app(
+            SessionQuery(persistence=db), GatewayConfig(rate_limit="3/minute"), authenticate=auth
+        )
+        with running_server(app) as base:
+            guesses = [rpc(base, "tools/list", {}, **bearer(f"guess-{i}")) for i in range(4)]
+            assert [r.status_code for r in guesses] == [401, 401, 401, 429]
+            # this address used up its failures: even the right token waits, on /mcp as on
+            # /graphql (the one Access of the app)
+            assert rpc(base, "tools/list", {}, **bearer(secrets["everything"])).status_code == 429
+            graphql = httpx.post(
+                f"{base}/graphql", json={"query": "{ __typename }"},
+                headers=bearer(secrets["everything"]), timeout=30,
+            )  # fmt: skip
+            assert graphql.status_code == 429
+        asyncio.run(db.close())
