@@ -684,3 +684,40 @@ async def test_nodes_loads_each_session_once_however_many_ids_name_it(demo_app):
     )
     assert many == once, (once, many)
     assert backend.calls["load"] == 0
+
+
+def test_every_object_type_a_cache_meets_has_an_id_or_a_documented_apollo_policy():
+    """Each object type of the schema is keyed by its `id`, merged by a README type
+    policy, or named in the README as living only in lists (where Apollo replaces the
+    list whole); a type both in lists and in a single-object field needs the policy."""
+    from graphql import GraphQLList, GraphQLObjectType, build_schema, get_named_type
+    from graphql.type.definition import get_nullable_type
+
+    schema = build_schema(SCHEMA.read_text(encoding="utf-8"))
+    apollo = readme_file("apollo.js")
+    body = apollo[apollo.index("export const typePolicies = {") :]
+    policies = set(re.findall(r"^  (\w+): value,$", body[: body.index("};")], re.M))
+    listed = re.search(r"Objects only ever in lists \(([^)]*)\)", apollo.replace("\n//", ""))
+    assert listed is not None
+    in_lists = {name.strip() for name in listed.group(1).split(",")}
+    roots = {"Query", "Subscription"}
+    objects = {
+        name
+        for name, t in schema.type_map.items()
+        if isinstance(t, GraphQLObjectType) and not name.startswith("__") and name not in roots
+    }
+    with_id = {name for name in objects if "id" in schema.type_map[name].fields}  # type: ignore[attr-defined]
+    assert with_id == {"Session", "Event", "SessionHeader"}
+    assert objects == (with_id - {"SessionHeader"}) | policies | in_lists, (
+        "undocumented: " + ", ".join(sorted(objects - with_id - policies - in_lists))
+    )
+    assert not policies & in_lists
+    # a type named as list-only is never the value of a single-object field of a kept
+    # (keyed or merged) object: inside a list's items it goes with its list
+    for t in schema.type_map.values():
+        if not isinstance(t, GraphQLObjectType) or t.name in in_lists or t.name.startswith("__"):
+            continue
+        for field_name, field in t.fields.items():
+            named = get_named_type(field.type).name
+            if named in in_lists:
+                assert isinstance(get_nullable_type(field.type), GraphQLList), (t.name, field_name)
