@@ -158,9 +158,7 @@ def test_a_new_token_answers_within_2s_while_a_writer_locks_its_postgresql_row(
             tx = conn.transaction()
             await tx.start()
             # the row the old request-path UPDATE of last_used_at waited on
-            await conn.execute(
-                "UPDATE access_tokens SET name = name WHERE token_id = $1", token_id
-            )
+            await conn.execute("UPDATE access_tokens SET name = name WHERE token_id = $1", token_id)
             first = await asyncio.to_thread(_timed_request, base, secret)
             await asyncio.sleep(1.0)
             second = await asyncio.to_thread(_timed_request, base, secret)
