@@ -194,7 +194,12 @@ class Subscription:
         metrics = root.metrics if root is not None else None
         after = -1 if after_seq is None or after_seq is strawberry.UNSET else after_seq
         sid = str(session_id)
-        await context.session(sid)  # SESSION_NOT_FOUND / scope, as for `session(id)`
+        gate = root.replay_gate if root is not None else None
+        if gate is None or context.obs.live_session(sid) is not None:
+            await context.session(sid)  # SESSION_NOT_FOUND / scope, as for `session(id)`
+        else:  # a persisted one: its proof is a read, queued with the replays' pages
+            async with gate.semaphore():
+                await context.session(sid)
         replay_obs = context.obs
         renew = root.renew_context if root is not None else None
         items = tail_session(
@@ -203,7 +208,7 @@ class Subscription:
             after,
             buffer_size=buffer_size,
             observe=(lambda: renew().obs) if renew is not None else None,
-            gate=root.replay_gate if root is not None else None,
+            gate=gate,
         )
         try:
             async with contextlib.aclosing(items):
