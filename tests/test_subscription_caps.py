@@ -26,7 +26,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from gateway import SessionQuery, SessionStore, create_app
-from gateway.core import SessionEvent, SessionHeader
+from gateway.core import Observation, SessionEvent, SessionHeader
+from gateway.core.tail import ReplayGate, tail_batches
 from gateway.observability import GatewayMetrics
 from gateway.persistence import SqlPersistence
 from gateway.server.access import Access
@@ -36,7 +37,7 @@ from gateway.server.pipeline import OperationPipeline
 from gateway.server.principal import Principal, Unauthenticated
 from gateway.server.schema import build_schema
 from tests.support.server import running_server
-from tests.support.sqlite_backend import sqlite_url
+from tests.support.sqlite_backend import sql_backend, sqlite_url
 from tests.test_live_tail_transports import RawWebSocket
 
 PROTOCOL = "graphql-transport-ws"
@@ -351,3 +352,87 @@ def test_a_replay_raced_by_appends_to_the_stored_log_sends_each_seq_once_in_orde
     assert log == list(range(first_part + appended))
     assert message["type"] == "complete"
     assert seqs == list(range(first_part + appended))  # the whole log, once, in order
+
+
+# -- the replay's reads, in process ---------------------------------------------------------
+
+
+class InFlight:
+    """Wraps a real backend: how many of its calls run at once, now and at most."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.now = 0
+        self.most = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            try:
+                return await attr(*args, **kwargs)
+            finally:
+                self.now -= 1
+
+        return call
+
+
+async def test_a_replay_hands_on_each_page_with_no_read_or_observation_open(
+    tmp_path: Path,
+) -> None:
+    async with sql_backend(tmp_path / "p.db") as db:
+        await db.create(SessionHeader(id="p", created_at=1))
+        await db.append("p", [SessionEvent("turn/start", i, 1, {"i": i}) for i in range(300)])
+        backend = InFlight(db)
+        query = SessionQuery(persistence=backend)
+        open_now: set[Observation] = set()
+
+        def observe() -> Observation:
+            obs = query.observe()
+            open_now.add(obs)
+            close = obs.close
+
+            def closing() -> None:
+                open_now.discard(obs)
+                close()
+
+            obs.close = closing  # type: ignore[method-assign]
+            return obs
+
+        seqs: list[int] = []
+        pages = 0
+        async for batch in tail_batches(
+            query.observe(), "p", observe=observe, gate=ReplayGate(1), page_size=64
+        ):
+            # the consumer holds the batch: no page observation open, no backend call running
+            assert not open_now and backend.now == 0
+            seqs.extend(e.seq for e in batch.events)
+            pages += 1
+        assert seqs == list(range(300))
+        assert pages >= 300 // 64  # keyset pages, not one read of the whole log
+
+
+async def test_concurrent_replays_read_at_most_the_gates_readers_at_once(tmp_path: Path) -> None:
+    async with sql_backend(tmp_path / "p.db") as db:
+        await db.create(SessionHeader(id="p", created_at=1))
+        await db.append("p", [SessionEvent("turn/start", i, 1, {"i": i}) for i in range(300)])
+        backend = InFlight(db)
+        query = SessionQuery(persistence=backend)
+        gate = ReplayGate(2)
+
+        async def replay() -> list[int]:
+            return [
+                e.seq
+                async for batch in tail_batches(
+                    query.observe(), "p", observe=query.observe, gate=gate, page_size=32
+                )
+                for e in batch.events
+            ]
+
+        answers = await asyncio.gather(*(replay() for _ in range(10)))
+        assert all(a == list(range(300)) for a in answers)
+        assert backend.most <= 2, backend.most
