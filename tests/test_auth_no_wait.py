@@ -11,6 +11,7 @@ background flusher, off the request path).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -24,9 +25,11 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from gateway.persistence import SqlPersistence
-from gateway.persistence.tokens import TokenStore
+from gateway.persistence.tokens import LAST_USED_WAIT, TokenStore
+from tests.support.tokens import KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWER_WITHIN_S = 2.0
@@ -172,3 +175,40 @@ def test_a_new_token_answers_within_2s_while_a_writer_locks_its_postgresql_row(
         assert s1 == 200 and t1 < ANSWER_WITHIN_S, (s1, t1)
         assert s2 == 200 and t2 < ANSWER_WITHIN_S, (s2, t2)
         assert _eventually(lambda: _last_used(env, postgres_url, "fresh") is not None)
+
+
+async def test_a_flush_under_the_write_lock_waits_briefly_logs_once_and_keeps_the_times(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "gw.db"
+    db = SqlPersistence(f"sqlite+aiosqlite:///{path}")
+    try:
+        tokens = TokenStore(db, KEY)
+        _, secret = await tokens.create("fresh", ["all"])
+        writer = sqlite3.connect(path, isolation_level=None, timeout=0)
+        try:
+            writer.execute("BEGIN IMMEDIATE")
+            writer.execute("UPDATE access_tokens SET name = name")
+            started = time.perf_counter()
+            await tokens.authenticate(secret)  # reads only: answers under the lock
+            assert time.perf_counter() - started < 1.0
+            assert tokens.pending_uses == 1
+            with caplog.at_level(logging.INFO, logger="gateway.persistence.tokens"):
+                for _ in range(3):
+                    started = time.perf_counter()
+                    assert await tokens.flush_last_used() is False
+                    assert time.perf_counter() - started < LAST_USED_WAIT + 1.0
+            warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+            assert len(warnings) == 1 and "last-used" in warnings[0].getMessage()
+            assert tokens.pending_uses == 1  # kept for the next flush
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert await tokens.flush_last_used() is True and tokens.pending_uses == 0
+        (info,) = await tokens.list()
+        assert info.last_used_at is not None
+        # the connection's own busy timeout is back for every other write
+        async with db.engine.connect() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 10_000
+    finally:
+        await db.close()
