@@ -19,8 +19,10 @@ with no gap:
    gate, no memo of the pages before), and no number of replays can take more
    than the gate's share of the database pool. A page is classified as of the
    log its read proved, so appends to the stored log during a replay are sent
-   too, once, in order (seqs are dense). A backend without ranged reads (whose
-   view is the whole log, folded) is read once and paged from memory.
+   too, once, in order (seqs are dense). Pages start at `FIRST_STORED_PAGE`
+   events and double while the client takes them quickly (up to `page_size`),
+   so a client that does not read holds a small page. A backend without ranged
+   reads (whose view is the whole log, folded) is read once and paged from memory.
 
 Notification: the session announces each append to its listeners
 (`LiveSession.listen`). The tail registers one listener per session and event
