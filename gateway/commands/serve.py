@@ -391,7 +391,9 @@ async def serve(
             except TokenError as exc:
                 print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
                 return 2
-            authenticate = token_authenticator(TokenStore(raw_backend, key))
+            tokens = TokenStore(raw_backend, key)
+            authenticate = token_authenticator(tokens)
+            background.append(tokens.run_last_used_flusher)  # last_used_at, off the request path
         app = create_app(
             query,
             settings,
