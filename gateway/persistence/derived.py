@@ -59,6 +59,7 @@ from .codec import (
     _raw,
     _stored_events_from_rows,
 )
+from .integrity import StoredExtent, check_ascending, check_class_total, check_run
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 _KEY_CHUNK = 100
@@ -266,12 +267,14 @@ class SqlDerivedReads(SqlBase):
         """Each ranged read (see `EventQuery`); queries of unknown sessions left out.
 
         Returned rows carry their stored derivations (as of the whole stored log);
-        the `surfaces` filter is applied as of `query.as_of`.
+        the `surfaces` filter is applied as of `query.as_of`. The rows are checked
+        against the session's stored count (`gateway.persistence.integrity`):
+        `StoredDataError` rather than a short answer.
         """
         wanted = builtins.list(dict.fromkeys(queries))
         out: dict[EventQuery, builtins.list[StoredEvent]] = {}
         async with self._derived_reading() as conn:
-            known = await _stored_ids(conn, (q.session_id for q in wanted))
+            known = await _stored_extents(conn, (q.session_id for q in wanted))
             asked = []
             for query in wanted:
                 if query.session_id not in known:
@@ -290,6 +293,8 @@ class SqlDerivedReads(SqlBase):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found)
                     out[query] = stored if query.limit is None else stored[: query.limit]
+        for query in asked:
+            _check_events(query, out[query], known[query.session_id])
         return out
 
     async def read_events_at(
@@ -300,7 +305,15 @@ class SqlDerivedReads(SqlBase):
         for sid, seq in dict.fromkeys(keys):
             by_session.setdefault(sid, []).append(seq)
         async with self._derived_reading() as conn:
-            return await _events_at(conn, _flatten(by_session))
+            found = await _events_at(conn, _flatten(by_session))
+            missing = [key for key in dict.fromkeys(keys) if key not in found]
+            if missing:  # absent, or lost: the stored count says which
+                extents = await _stored_extents(conn, (sid for sid, _ in missing))
+                for sid, seq in missing:
+                    extent = extents.get(sid)
+                    if extent is not None and 0 <= seq < extent.event_count:
+                        check_run(sid, [], seq, seq, extent, what="a read of one event")
+        return found
 
     async def read_surfaces(
         self, keys: Sequence[tuple[str, int]]
@@ -310,7 +323,7 @@ class SqlDerivedReads(SqlBase):
         wanted = builtins.list(dict.fromkeys(keys))
         out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
         async with self._derived_reading() as conn:
-            known = await _stored_ids(conn, (sid for sid, _ in wanted))
+            known = await _stored_extents(conn, (sid for sid, _ in wanted))
             asked = []
             for key in wanted:
                 if key[0] in known:
@@ -326,6 +339,8 @@ class SqlDerivedReads(SqlBase):
                 rows = (await conn.execute(statement, params)).all()
                 for k, found in _by_key(rows):
                     out[chunk[k]] = _stored_events_from_rows(row[:-1] for row in found)
+        for key in asked:
+            _check_surface(key, out[key], known[key[0]])
         return out
 
     async def read_traces(
@@ -627,6 +642,57 @@ async def _events_at(
         ):
             out[(sid, stored.event.seq)] = stored
     return out
+
+
+_SELECT_EXTENTS = select(
+    sessions.c.id,
+    sessions.c.event_count,
+    sessions.c.current_count,
+    sessions.c.shadowed_count,
+    sessions.c.derived_count,
+)
+
+
+async def _stored_extents(
+    conn: AsyncConnection, session_ids: Iterable[str]
+) -> dict[str, StoredExtent]:
+    """What the `sessions` rows of these ids state about their logs (stored ids only):
+    the read that proves the ids are stored, so the checks cost no extra query."""
+    ids = builtins.list(dict.fromkeys(session_ids))
+    out: dict[str, StoredExtent] = {}
+    for chunk in _chunks(ids, _ID_CHUNK):
+        result = await conn.execute(_SELECT_EXTENTS.where(sessions.c.id.in_(chunk)))
+        for sid, *counts in result:
+            out[sid] = StoredExtent(*(int(v) for v in counts))
+    return out
+
+
+def _check_events(query: EventQuery, rows: Sequence[StoredEvent], extent: StoredExtent) -> None:
+    """A ranged read's rows against the stored count (`gateway.persistence.integrity`):
+    every class: exactly the seqs asked for; some classes: ascending in range, and
+    as many as the class counts say when the read covered the whole log."""
+    sid = query.session_id
+    seqs = [row.event.seq for row in rows]
+    hi = min(query.hi, query.as_of - 1)
+    narrowed = query.time is not None or query.types is not None
+    if query.surfaces is None and not narrowed:
+        check_run(sid, seqs, query.lo, hi, extent, query.limit, what="a ranged read")
+        return
+    check_ascending(sid, seqs, max(query.lo, 0), min(hi, extent.event_count - 1))
+    n = extent.event_count
+    whole = query.lo <= 0 and hi >= n - 1 and query.as_of == n
+    if whole and not narrowed and (query.limit is None or len(rows) < query.limit):
+        codes = _ALL_CODES if query.surfaces is None else query.surfaces & _ALL_CODES
+        check_class_total(sid, len(rows), codes, extent, what="a read of the whole log")
+
+
+def _check_surface(key: tuple[str, int], rows: Sequence[StoredEvent], extent: StoredExtent) -> None:
+    """A surface's rows: distinct seqs below its length, and as of the whole stored log
+    as many as the stored CURRENT count."""
+    sid, as_of = key
+    check_ascending(sid, sorted(row.event.seq for row in rows), 0, as_of - 1, what="a surface")
+    if as_of == extent.event_count:
+        check_class_total(sid, len(rows), frozenset({CURRENT_CODE}), extent, what="the surface")
 
 
 async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:
