@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .errors import StoredDataError
 
@@ -93,9 +94,9 @@ def check_run(
     if limit is not None:
         want = min(want, max(limit, 0))
     n = len(seqs)
-    if n == want and (n == 0 or (seqs[0] == start and seqs[-1] == start + n - 1)):
-        if n < 3 or all(b == a + 1 for a, b in zip(seqs, seqs[1:], strict=False)):
-            return
+    ends = n == 0 or (seqs[0] == start and seqs[-1] == start + n - 1)
+    if n == want and ends and all(b == a + 1 for a, b in pairwise(seqs)):
+        return
     raise StoredDataError(
         session_id,
         f"the session stores {extent.event_count} events; {what} of {_span(start, end)} "
