@@ -419,10 +419,14 @@ async def _verify_quick(db: SqlPersistence, shown: str) -> int:
             f"{len(report.extents):,} session(s) whose rows are not their stored count"
         )
     )
+    counted = (
+        f"{report.sessions:,} session(s), {report.events:,} events stored"
+        if report.counted
+        else "the counts could not be read"
+    )
     print(
         f"{shown}: quick check ({report.engine_check}; counts against rows): "
-        f"{report.sessions:,} session(s), {report.events:,} events stored: {verdict} "
-        f"in {time.monotonic() - started:.1f} s"
+        f"{counted}: {verdict} in {time.monotonic() - started:.1f} s"
     )
     return 0 if report.ok else 1
 
