@@ -33,7 +33,6 @@ from itertools import pairwise
 from .errors import StoredDataError
 
 _SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
 _PG_CORRUPT_STATES = frozenset({"XX001", "XX002"})
 """PostgreSQL's data_corrupted and index_corrupted."""
 
@@ -137,14 +136,16 @@ def check_class_total(
 
 def is_corruption(exc: BaseException) -> bool:
     """Whether a driver error (or one it caused) says the stored data is damaged:
-    SQLite's SQLITE_CORRUPT / SQLITE_NOTADB ("database disk image is malformed",
-    "file is not a database"), PostgreSQL's data_corrupted / index_corrupted."""
+    SQLite's SQLITE_CORRUPT ("database disk image is malformed"), PostgreSQL's
+    data_corrupted / index_corrupted. Not SQLite's "file is not a database": that
+    file cannot be used at all (the path names another file, or its header is
+    gone), which readers and `/readyz` report as an unusable database."""
     seen: BaseException | None = exc
     for _ in range(8):
         if seen is None:
             return False
         code = getattr(seen, "sqlite_errorcode", None)
-        if isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        if isinstance(code, int) and code & 0xFF == _SQLITE_CORRUPT:
             return True
         if getattr(seen, "sqlstate", None) in _PG_CORRUPT_STATES:
             return True
