@@ -59,6 +59,7 @@ from .codec import (
     _raw,
     _stored_events_from_rows,
 )
+from .errors import StoredDataError
 from .integrity import StoredExtent, check_ascending, check_class_total, check_run
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
@@ -293,6 +294,7 @@ class SqlDerivedReads(SqlBase):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found)
                     out[query] = stored if query.limit is None else stored[: query.limit]
+            await _check_against_index(conn, asked, out, known)
         for query in asked:
             _check_events(query, out[query], known[query.session_id])
         return out
@@ -667,6 +669,72 @@ async def _stored_extents(
     return out
 
 
+def _by_class(query: EventQuery, extent: StoredExtent) -> frozenset[int] | None:
+    """The class codes of a read that goes through the class index (some classes only, no
+    §12 narrowing, as of the whole stored log, where stored classes are the as-of ones);
+    None for any other read."""
+    if query.surfaces is None or query.time is not None or query.types is not None:
+        return None
+    codes = query.surfaces & _ALL_CODES
+    if codes == _ALL_CODES or not codes or query.as_of != extent.event_count:
+        return None
+    return codes
+
+
+def _index_seqs_statement(shapes: tuple[tuple[frozenset[int], bool], ...]) -> _Stmt:
+    """The seqs the class index `ix_events_surface_seq` alone names for each key (an
+    index-only range per class code, each with the key's limit)."""
+    parts: builtins.list[Select[Any]] = []
+    for k, (codes, limited) in enumerate(shapes):
+        for code in sorted(codes):
+            part = select(_tag(k), events.c.seq.label("seq")).where(
+                events.c.session_id == _p("sid", k),
+                events.c.surface == code,
+                events.c.seq >= _p("lo", k),
+                events.c.seq <= _p("hi", k),
+            )
+            parts.append(_wrapped(part, k if limited else None))
+    return _compound(parts, "k", "seq")
+
+
+async def _check_against_index(
+    conn: AsyncConnection,
+    asked: Sequence[EventQuery],
+    out: dict[EventQuery, builtins.list[StoredEvent]],
+    known: dict[str, StoredExtent],
+) -> None:
+    """A read of some classes finds its rows through the class index, and SQLite skips a
+    row the index names but a damaged table no longer holds, silently: so such a read
+    is compared with the seqs the index alone names (index-only, the same limit: a
+    page's cost again, not the log's)."""
+    checked = [(q, c) for q in asked if (c := _by_class(q, known[q.session_id])) is not None]
+    for chunk in _chunks(checked, _KEY_CHUNK):
+        shapes = tuple((codes, q.limit is not None) for q, codes in chunk)
+        statement = _statement(("index seqs", shapes), _index_seqs_statement, shapes)
+        params: dict[str, Any] = {}
+        for k, (q, _) in enumerate(chunk):
+            params[f"sid{k}"], params[f"lo{k}"] = q.session_id, q.lo
+            params[f"hi{k}"] = min(q.hi, q.as_of - 1)
+            if q.limit is not None:
+                params[f"lim{k}"] = q.limit
+        named: dict[int, builtins.list[int]] = {}
+        for k, found in _by_key((await conn.execute(statement, params)).all()):
+            named[k] = [int(row[0]) for row in found]
+        for k, (q, _) in enumerate(chunk):
+            want = named.get(k, [])[: q.limit]
+            got = [row.event.seq for row in out[q]]
+            if got != want:
+                at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
+                at = min(len(got), len(want)) if at is None else at
+                shown = f"seq {got[at]}" if at < len(got) else "nothing"
+                raise StoredDataError(
+                    q.session_id,
+                    f"a read of some classes over seqs {q.lo}..{min(q.hi, q.as_of - 1)} read "
+                    f"{len(got)} row(s), the class index names {len(want)}: row {at} is {shown} "
+                    f"where the index names seq {want[at] if at < len(want) else '(none)'}",
+                )
+
+
 def _check_events(query: EventQuery, rows: Sequence[StoredEvent], extent: StoredExtent) -> None:
     """A ranged read's rows against the stored count (`gateway.persistence.integrity`):
     every class: exactly the seqs asked for; some classes: ascending in range, and
@@ -675,7 +743,7 @@ def _check_events(query: EventQuery, rows: Sequence[StoredEvent], extent: Stored
     seqs = [row.event.seq for row in rows]
     hi = min(query.hi, query.as_of - 1)
     narrowed = query.time is not None or query.types is not None
-    if query.surfaces is None and not narrowed:
+    if (query.surfaces is None or query.surfaces >= _ALL_CODES) and not narrowed:
         check_run(sid, seqs, query.lo, hi, extent, query.limit, what="a ranged read")
         return
     check_ascending(sid, seqs, max(query.lo, 0), min(hi, extent.event_count - 1))
