@@ -724,8 +724,8 @@ async def _check_against_index(
             want = named.get(k, [])[: q.limit]
             got = [row.event.seq for row in out[q]]
             if got != want:
-                at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
-                at = min(len(got), len(want)) if at is None else at
+                pairs = enumerate(zip(got, want, strict=False))
+                at = next((i for i, (a, b) in pairs if a != b), min(len(got), len(want)))
                 shown = f"seq {got[at]}" if at < len(got) else "nothing"
                 raise StoredDataError(
                     q.session_id,
