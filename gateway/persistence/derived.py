@@ -37,6 +37,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    func,
     literal_column,
     null,
     or_,
@@ -706,7 +707,13 @@ async def _check_against_index(
     """A read of some classes finds its rows through the class index, and SQLite skips a
     row the index names but a damaged table no longer holds, silently: so such a read
     is compared with the seqs the index alone names (index-only, the same limit: a
-    page's cost again, not the log's)."""
+    page's cost again, not the log's).
+
+    And a read that reaches the end of the log (the last page of a filtered listing)
+    must end on the stored class count: the entries of those classes before it are
+    counted in the index (index-only; the one check that costs more than its page,
+    made once per listing, on its last page), so rows lost from table and index alike
+    (deleted behind the writer's back) are found too."""
     checked = [(q, c) for q in asked if (c := _by_class(q, known[q.session_id])) is not None]
     for chunk in _chunks(checked, _KEY_CHUNK):
         shapes = tuple((codes, q.limit is not None) for q, codes in chunk)
@@ -733,6 +740,21 @@ async def _check_against_index(
                     f"{len(got)} row(s), the class index names {len(want)}: row {at} is {shown} "
                     f"where the index names seq {want[at] if at < len(want) else '(none)'}",
                 )
+    for q, codes in checked:
+        extent = known[q.session_id]
+        short = q.limit is None or len(out[q]) < q.limit
+        if q.lo > 0 and short and q.hi >= extent.event_count - 1 and extent.derived:
+            before = (
+                await conn.execute(
+                    select(func.count()).where(
+                        events.c.session_id == q.session_id,
+                        events.c.surface.in_(builtins.list(codes)),
+                        events.c.seq < q.lo,
+                    )
+                )
+            ).scalar()
+            read = int(before or 0) + len(out[q])
+            check_class_total(q.session_id, read, codes, extent, what="the last page")
 
 
 def _check_events(query: EventQuery, rows: Sequence[StoredEvent], extent: StoredExtent) -> None:
