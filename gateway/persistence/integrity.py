@@ -16,8 +16,15 @@ already holds and counts the same read transaction read (no extra query):
   the stored log, the first `limit` of them: an early end or a gap is damage;
 - a range of some classes (`check_ascending`): ascending inside the range; and
   when it covers the whole log and came back whole, as many rows as the stored
-  class counts say (`check_class_total`);
-- a whole log (`check_run` from 0): `event_count` rows.
+  class counts say (`check_class_total`). Such a read goes through the class
+  index, so `derived.py` also compares it with the seqs the index alone names
+  (index-only, the page's size), and on the last page of a listing counts the
+  index entries before it against the class count (the one check that costs
+  more than its page). A read narrowed by time or type (SPEC §12) is only
+  checked for order: nothing states how many rows it should find;
+- a surface: as many rows as the stored CURRENT count;
+- a whole log (`check_run` from 0): `event_count` rows; a single event below
+  the count must be found.
 
 A failed check raises `StoredDataError` (reported as PERSISTENCE_FAILED, the log
 naming the session, the seqs expected and what was read). `is_corruption`
