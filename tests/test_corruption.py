@@ -440,3 +440,37 @@ def test_a_load_of_a_log_with_a_gap_raises_stored_data_error(db_url: str) -> Non
             await db.close()
 
     asyncio.run(load())
+
+
+def test_verify_quick_takes_no_session_and_its_help_says_full_from_quick(
+    copy_of: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite+aiosqlite:///{copy_of(None)}"
+    assert cli_main(["verify", "--quick", "--database", url, SID]) == 2
+    assert "--quick checks every session" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["verify", "--help"])
+    shown = capsys.readouterr().out
+    assert "Full (the default) or quick" in shown and "PRAGMA quick_check" in shown
+
+
+def test_the_integrity_probe_sweeps_every_log_and_stops_at_a_gap(db_url: str) -> None:
+    """On both engines: a clean database passes every call of a whole sweep (and wraps);
+    a deleted row fails the call whose run holds it, and every call after it."""
+    asyncio.run(fill(db_url))
+
+    async def probe(calls: int) -> list[str | None]:
+        db = SqlPersistence(db_url)
+        try:
+            return [await db.probe_integrity() for _ in range(calls)]
+        finally:
+            await db.close()
+
+    sweep = N // PROBE_ROWS + 2  # every run of the big log, the small one, and a wrap
+    assert asyncio.run(probe(sweep)) == [None] * sweep
+    asyncio.run(delete_row(db_url, N - 1))  # the last row: found only at the sweep's end
+    found = asyncio.run(probe(sweep))
+    first = next(i for i, problem in enumerate(found) if problem is not None)
+    assert first == N // PROBE_ROWS - 1
+    assert all(p is not None and "session 'big'" in p for p in found[first:]), found
+    assert "the rows end at seq 2998" in str(found[first])

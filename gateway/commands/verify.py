@@ -1,7 +1,7 @@
 """Check that a database's stored derivations equal the fold of its stored logs.
 
 Full (the default) or quick. The full check reads and refolds every stored
-log, payloads of rewrites included (minutes on a big database). `--quick`
+log, payloads of rewrites included, so its time grows with the logs. `--quick`
 asks only whether the database holds what it states, in seconds: on SQLite
 `PRAGMA quick_check` (every page of the file well formed and used once), and
 for every session, on both engines, its stored event count against its rows
