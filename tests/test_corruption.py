@@ -245,8 +245,11 @@ def verify_quick(url: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str
     return code, capsys.readouterr().out
 
 
-def assert_persistence_failed(error: dict[str, Any] | None, caplog: pytest.LogCaptureFixture):
-    """The error's code, and a log line with its correlation id naming the session."""
+def assert_persistence_failed(
+    error: dict[str, Any] | None, caplog: pytest.LogCaptureFixture
+) -> list[str]:
+    """The error's code, and a log line with its correlation id naming the damage (the
+    lines are returned)."""
     assert error is not None, "answered in full from a damaged file"
     assert error["extensions"]["code"] == FAILED
     message = error["message"]
@@ -255,6 +258,7 @@ def assert_persistence_failed(error: dict[str, Any] | None, caplog: pytest.LogCa
     lines = [r.getMessage() for r in caplog.records if cid in r.getMessage()]
     assert lines, f"no log line names correlation id {cid}"
     assert any("StoredDataError" in line or "malformed" in line for line in lines), lines
+    return lines
 
 
 SURFACE_SEQ_SAMPLE = CURRENT[:5]
@@ -415,6 +419,13 @@ def test_a_row_deleted_behind_the_gateways_back_is_persistence_failed(
         assert_persistence_failed(window["errors"][0], caplog)
         event = ask(base, 'query { event(sessionId: "big", seq: 1234) { seq } }')
         assert_persistence_failed(event["errors"][0], caplog)
+        count = ask(
+            base,
+            'query { events(sessionId: "big", first: 1, filter: {seq: {from: 1000, to: 1999}})'
+            " { totalCount } }",
+        )
+        (line,) = assert_persistence_failed(count["errors"][0], caplog)
+        assert "a count of seqs 1000..1999 expected 1000 and counted 999" in line
         filtered, error = page_through(base, ["LOG_ONLY"])
         assert_persistence_failed(error, caplog)  # on its last page: the class count
         assert filtered == [seq for seq in range(N) if seq % 3 and seq != 1_234][: 3 * PAGE]
