@@ -11,8 +11,9 @@ Routes:
   descendants (`gateway.server.export`), under the same caller rules as `/graphql`;
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
-  `config.readiness_timeout` and passes its integrity probe (`probe_integrity()`
-  when it has one: see `SqlPersistence.probe_integrity`); else 503 with the reason;
+  `config.readiness_timeout`; else 503 with the reason;
+  the backend's integrity probe (`probe_integrity()`, see
+  `SqlPersistence.probe_integrity`), when it has one, is that call and must pass;
 * `/ui` — the viewer page (`gateway.web.ui`): sessions, lineage, surface;
 * `/static/...` — GraphiQL's and the viewer's vendored scripts and styles (no CDN).
 
