@@ -169,7 +169,9 @@ def copy_of(clean_file: Path, tmp_path: Path) -> Callable[[Callable[[Path], None
 
 @contextmanager
 def served(url: str) -> Iterator[str]:
-    db = SqlPersistence(url)
+    """`url` served for real; its integrity probe sweeps on every call (no interval), so
+    a few `/readyz` calls cover the log."""
+    db = SqlPersistence(url, probe_interval=0)
     app = create_app(SessionQuery(persistence=db), GatewayConfig())
     try:
         with running_server(app) as base:
@@ -470,8 +472,8 @@ def test_the_integrity_probe_sweeps_every_log_and_stops_at_a_gap(db_url: str) ->
     a deleted row fails the call whose run holds it, and every call after it."""
     asyncio.run(fill(db_url))
 
-    async def probe(calls: int) -> list[str | None]:
-        db = SqlPersistence(db_url)
+    async def probe(calls: int, interval: float = 0) -> list[str | None]:
+        db = SqlPersistence(db_url, probe_interval=interval)
         try:
             return [await db.probe_integrity() for _ in range(calls)]
         finally:
@@ -485,3 +487,5 @@ def test_the_integrity_probe_sweeps_every_log_and_stops_at_a_gap(db_url: str) ->
     assert first == N // PROBE_ROWS - 1
     assert all(p is not None and "session 'big'" in p for p in found[first:]), found
     assert "the rows end at seq 2998" in str(found[first])
+    # a passing probe sweeps at most once per interval: calls in between only ping
+    assert asyncio.run(probe(sweep, interval=60)) == [None] * sweep

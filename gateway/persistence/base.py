@@ -8,6 +8,7 @@ SQLite's snapshot), every write in one locking transaction.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -35,6 +36,8 @@ from .tables import events, sessions
 _PING = select(literal(1))
 PROBE_ROWS = 1_000
 """Rows (seqs only) the integrity probe reads per call, across as many sessions."""
+PROBE_INTERVAL = 2.0
+"""Seconds between two sweeps of the integrity probe while it passes (see `probe_integrity`)."""
 PROBE_SESSIONS = 64
 """Most session headers the integrity probe steps through per call."""
 _SESSIONS_AFTER = (
@@ -68,6 +71,7 @@ class SqlBase:
         statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         echo: bool = False,
+        probe_interval: float = PROBE_INTERVAL,
     ) -> None:
         self.url: URL = normalize_url(url if url is not None else default_database_url())
         self.is_sqlite = is_sqlite(self.url)
@@ -94,6 +98,9 @@ class SqlBase:
         self._ready = False
         self._ready_lock = asyncio.Lock()
         self._probe_at: tuple[str, int] = ("", 0)
+        self._probe_interval = probe_interval
+        self._probe_passed = -float("inf")
+        """When (monotonic) the probe last passed; -inf while it fails."""
         """Where the integrity probe's sweep goes on: (the id before the session, its seq)."""
 
     def __repr__(self) -> str:
@@ -148,7 +155,18 @@ class SqlBase:
         keeps failing until the damage is repaired instead of passing on the next
         call. It reads no payload: damage confined to payload (overflow) pages is
         left to the reads that meet it and to `session-gateway verify`.
+
+        While it passes, the checks run at most once per `probe_interval` seconds
+        (the constructor's; default `PROBE_INTERVAL`) and a call in between only
+        pings: `/readyz` is unauthenticated and never rate limited, so a flood of
+        probes must not become a flood of reads. A failing probe checks again on
+        every call (its answer is recomputed, never remembered).
         """
+        now = time.monotonic()
+        if now - self._probe_passed < self._probe_interval:
+            await self.ping()
+            return None
+        self._probe_passed = -float("inf")
         try:
             async with self._reading() as conn:
                 if self.is_sqlite:
@@ -156,6 +174,7 @@ class SqlBase:
                     if found != ["ok"]:
                         return "PRAGMA quick_check(sessions): " + "; ".join(found[:5])
                 await self._sweep(conn)
+            self._probe_passed = now
         except StoredDataError as exc:
             return exc.message
         except Exception as exc:  # the driver's "file is damaged", or any other failure

@@ -91,7 +91,9 @@ class SqlPersistence(
     embedded SQLite file. `auto_migrate`: migrate a fresh or older schema on first use;
     default True for SQLite, False for PostgreSQL (see `gateway.persistence.migrations`).
     Timeouts are in seconds: `connect_timeout` and `statement_timeout` for PostgreSQL
-    (`statement_timeout=None` disables it), `busy_timeout` for SQLite locks.
+    (`statement_timeout=None` disables it), `busy_timeout` for SQLite locks;
+    `probe_interval` the least time between two runs of a passing integrity probe
+    (`probe_integrity`, what `/readyz` runs).
     """
 
 
