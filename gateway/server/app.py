@@ -9,6 +9,8 @@ Routes:
 * `/healthz` — 200 while the process serves requests;
 * `/sessions/{id}/export` — a session as a dsh JSONL artifact, or a zip with its
   descendants (`gateway.server.export`), under the same caller rules as `/graphql`;
+* `/mcp` — the read-only agent tools over MCP streamable HTTP
+  (`gateway.server.mcp_endpoint`), under the same caller rules and scope as `/graphql`;
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
   `config.readiness_timeout`; else 503 with the reason;
@@ -57,6 +59,7 @@ from .export import EXPORT_PATH, ExportEndpoint
 from .host_check import HostAllowList
 from .http import GraphQLHTTP
 from .limits import BodySizeLimit
+from .mcp_endpoint import MCP_PATH, McpEndpoint
 from .pipeline import OperationPipeline
 from .principal import Authenticate
 from .schema import build_schema
@@ -176,6 +179,7 @@ def create_app(
 
     endpoint = GraphQLHTTP(pipeline, graphiql_page=page if config.graphiql else None)
     websocket = GraphQLWebSocket(pipeline)
+    mcp = McpEndpoint(query, access, config.cors_origins)
     readiness_timeout = config.readiness_timeout
 
     async def healthz(request: Request) -> Response:
@@ -199,7 +203,8 @@ def create_app(
             for i, job in enumerate(background)
         ]
         try:
-            yield
+            async with mcp.lifespan():  # the MCP SDK's session manager runs for the app's life
+                yield
         finally:
             for task in tasks:
                 task.cancel()
@@ -214,6 +219,7 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         # the same caller rules as /graphql: the endpoint asks the pipeline's `access`
         Route(EXPORT_PATH, ExportEndpoint(pipeline), methods=["GET"]),
+        Route(MCP_PATH, mcp),  # asks `access` itself, per HTTP request (as the pipeline does)
     ]
     if config.expose_metrics:
         routes.append(Route("/metrics", MetricsEndpoint(metrics)))
