@@ -14,6 +14,8 @@ Routes:
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
   `config.readiness_timeout`; else 503 with the reason;
+  the backend's integrity probe (`probe_integrity()`, see
+  `SqlPersistence.probe_integrity`), when it has one, is that call and must pass;
 * `/ui` — the viewer page (`gateway.web.ui`): sessions, lineage, surface;
 * `/static/...` — GraphiQL's and the viewer's vendored scripts and styles (no CDN).
 
@@ -76,14 +78,20 @@ BackgroundTask = Callable[[], Coroutine[Any, Any, Any]]
 
 
 async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
-    """Whether the mounted persistence (if any) answers a cheap call in time, and why not."""
+    """Whether the mounted persistence (if any) answers a cheap call in time and passes its
+    integrity probe (`probe_integrity()`, which then is that call), and why not."""
     backend = query.persistence
     if backend is None:
         return True, "no persistence mounted"
     ping = getattr(backend, "ping", None)
+    probe = getattr(backend, "probe_integrity", None)
     call = ping if callable(ping) else backend.list
+    problem: object = None
     try:
-        await asyncio.wait_for(call(), limit_s)
+        if callable(probe):  # it reads the database: it is the reachability check too
+            problem = await asyncio.wait_for(probe(), limit_s)
+        else:
+            await asyncio.wait_for(call(), limit_s)
     except TimeoutError:
         return False, f"persistence did not answer within {limit_s:g} s"
     except Exception as exc:  # the driver's text (host:port, SQL) goes to the log only
@@ -98,6 +106,10 @@ async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
         )
         logger.debug("readiness check failure %s, traceback", cid, exc_info=exc)
         return False, f"persistence unreachable ({type(exc).__name__}; correlation id {cid})"
+    if problem is not None:  # what failed names sessions and seqs: the log's, not the answer's
+        cid = new_correlation_id()
+        logger.warning("integrity probe failed (correlation id %s): %s", cid, problem)
+        return False, f"persistence failed its integrity probe (correlation id {cid})"
     return True, "persistence reachable"
 
 
