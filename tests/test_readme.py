@@ -57,7 +57,11 @@ def test_readme_client_example_pages_through_a_served_demo(tmp_path):
     from tests.support.server import running_server
     from tests.support.sqlite_backend import sqlite_url
 
-    (code,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "GATEWAY_URL" in b]
+    (code,) = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", README, re.S)
+        if "GATEWAY_URL" in b and "from gql" not in b  # gql: tests/test_clients_graphql.py
+    ]
     db = SqlPersistence(sqlite_url(tmp_path / "demo.db"))
     store = SessionStore()
     asyncio.run(load_demo(db, store))
