@@ -33,6 +33,7 @@ from gateway.core import (
 )
 from gateway.core.query import trace_event, trace_session
 
+from .budget import ResponseBudget
 from .cursors import CursorCodec
 from .principal import Principal
 from .yielding import checkpoint
@@ -70,6 +71,9 @@ class Context:
     started: float = field(default_factory=time.thread_time)  # for `checkpoint`
     prepared: Prepared | None = None
     """The document the pipeline prepared for this operation (Strawberry runs it as is)."""
+    budget: ResponseBudget = field(default_factory=ResponseBudget)
+    """What the answer may still hold (`gateway.server.budget`); unlimited unless the
+    pipeline set the operation's limits."""
 
     @classmethod
     def for_request(
@@ -106,11 +110,13 @@ class Context:
         core's exact reads.
         """
         await checkpoint(self.started)
+        self.budget.check()
         header, live, persisted = await self.obs.locate(session_id)
         return SessionRef(header, live, persisted)
 
     async def view(self, session_id: str) -> SessionView:
         await checkpoint(self.started)
+        self.budget.check()
         return await self.obs.view(session_id)
 
     async def record(self, session_id: str) -> SessionRecord | None:
@@ -124,6 +130,7 @@ class Context:
         return await self.obs.children(session_id)
 
     async def trace_session(self, session_id: str) -> SessionTrace:
+        self.budget.check()
         return await trace_session(self.obs, session_id)
 
     async def trace_event(self, session_id: str, seq: int) -> EventTrace:

@@ -76,8 +76,8 @@ class Event:
     klass: strawberry.Private[CoreEventSurface | None]
 
     @resolver("The recorded payload, exactly as stored (any JSON value).")
-    def data(self) -> JSON:
-        return cast(JSON, self.raw.data)
+    def data(self, info: Info) -> JSON:
+        return cast(JSON, info.context.budget.payload(self.raw.data))
 
     @resolver("How it changes the surface (surface events only; null on log-only events).")
     def surface_op(self) -> SurfaceOp | None:

@@ -155,6 +155,7 @@ class Session:
     @resolver("Sessions forked from it, ordered by createdAt then id.")
     async def children(self, info: Info) -> list[Session]:
         children = await info.context.children(self.ref.header.id)
+        info.context.budget.listed(len(children))
         return [Session.of_record(r) for r in children]
 
     @resolver(
@@ -183,7 +184,9 @@ class Session:
     async def surface(self, info: Info) -> list[Event]:
         sid = self.ref.header.id
         view = await info.context.view(sid)
-        return [Event.of(sid, item) for item in await view.surface()]
+        surface = await view.surface()
+        info.context.budget.listed(len(surface))
+        return [Event.of(sid, item) for item in surface]
 
     @resolver("One event by seq (null plus an error when there is none).")
     async def event(self, info: Info, seq: int) -> Event | None:
