@@ -15,12 +15,14 @@ The context only calls the core; the GraphQL types map what it returns.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.core import (
+    Classified,
     EventTrace,
     Observation,
     PersistenceBackend,
@@ -74,6 +76,7 @@ class Context:
     budget: ResponseBudget = field(default_factory=ResponseBudget)
     """What the answer may still hold (`gateway.server.budget`); unlimited unless the
     pipeline set the operation's limits."""
+    _surfaces: dict[str, asyncio.Future[list[Classified]]] = field(default_factory=dict)
 
     @classmethod
     def for_request(
@@ -118,6 +121,27 @@ class Context:
         await checkpoint(self.started)
         self.budget.check()
         return await self.obs.view(session_id)
+
+    async def surface(self, session_id: str) -> list[Classified]:
+        """A session's current surface, read once per request however many fields ask
+        for it (30 aliases wait for one read, and the budget stops them after it)."""
+        found = self._surfaces.get(session_id)
+        if found is None:
+            found = self._surfaces[session_id] = asyncio.ensure_future(self._surface(session_id))
+        surface = await found
+        await self.loaded()
+        return surface
+
+    async def _surface(self, session_id: str) -> list[Classified]:
+        return await (await self.view(session_id)).surface()
+
+    async def loaded(self) -> None:
+        """Called when a resolver has read a page (or list) and is about to hand it to
+        the executor, which completes it without suspending: a long answer yields here
+        between its pages (`checkpoint`), so a timed-out one stops, and one past its
+        budget stops here too."""
+        await checkpoint(self.started)
+        self.budget.check()
 
     async def record(self, session_id: str) -> SessionRecord | None:
         """A session's corpus record, or None when the corpus (or the scope) lacks it."""

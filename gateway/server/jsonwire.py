@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 MAX_REQUEST_DEPTH = 64
 FAST_PATH_BYTES = 256 << 10
 """An answer whose payloads were charged at most this is encoded in one call."""
-PIECE_CHARS = 64 << 10
-"""Characters of walked (non-payload) JSON gathered into one written piece."""
+PIECE_ITEMS = 2_048
+"""Values of walked (non-payload) JSON gathered into one written piece: the serializer
+counts its bytes and may yield between pieces."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -129,64 +130,66 @@ def _scalar(value: Any) -> str:
 
 
 def _pieces(value: Any, encoded: dict[int, tuple[Any, bytes]]) -> Iterator[bytes]:
-    """`value`'s JSON as pieces of bytes, iteratively (no recursion limit): a container
-    found in `encoded` is written as its bytes there, any other one walked."""
-    text: list[str] = []
-    size = 0
-    # A stack of open containers: (items, closer, is_dict); items yields values, or
-    # (key, value) pairs for a dict.
-    stack: list[tuple[Iterator[Any], str, bool]] = []
+    """`value`'s JSON as pieces of bytes (one every `PIECE_ITEMS` values), iteratively
+    (no recursion limit): a container found in `encoded` is written as its bytes
+    there, any other one walked."""
+    out: list[str] = []
+    append = out.append
+    count = 0
+    # Open containers: (their items, whether a dict, the closing bracket). The root is
+    # a pseudo-list of one value with no brackets.
+    stack: list[tuple[Iterator[Any], bool, str]] = [(iter((value,)), False, "")]
     first = True
-    pending: Any = value
-    have = True
-    while True:
-        if have:
-            have = False
-            item = pending
-            known = encoded.get(id(item)) if isinstance(item, dict | list) else None
-            if known is not None and known[0] is item:
-                if text:
-                    yield encode_text("".join(text))
-                    text, size = [], 0
-                yield known[1]
-            elif isinstance(item, dict):
-                text.append("{")
-                stack.append((iter(item.items()), "}", True))
-                first = True
-            elif isinstance(item, list | tuple):
-                text.append("[")
-                stack.append((iter(item), "]", False))
-                first = True
+    while stack:
+        items, is_dict, closer = stack[-1]
+        descended = False
+        for entry in items:
+            if is_dict:
+                key, item = entry
+                if type(key) is not str and not isinstance(key, str):
+                    raise TypeError(f"keys must be str, not {type(key).__name__}")
+                append(
+                    encode_basestring(key) + ":" if first else "," + encode_basestring(key) + ":"
+                )
             else:
-                piece = _scalar(item)
-                text.append(piece)
-                size += len(piece)
-                if size >= PIECE_CHARS:
-                    yield encode_text("".join(text))
-                    text, size = [], 0
-        if not stack:
-            break
-        items, closer, is_dict = stack[-1]
-        nxt: Any = next(items, _END)
-        if nxt is _END:
-            stack.pop()
-            text.append(closer)
+                item = entry
+                if not first:
+                    append(",")
             first = False
+            kind = type(item)
+            if kind is str:
+                append(encode_basestring(item))
+            elif kind is int:
+                append(int.__repr__(item))
+            elif kind is dict or kind is list or isinstance(item, dict | list | tuple):
+                known = encoded.get(id(item))
+                if known is not None and known[0] is item:
+                    if out:
+                        yield encode_text("".join(out))
+                        out.clear()
+                    yield known[1]
+                    count = 0
+                    continue
+                if isinstance(item, dict):
+                    append("{")
+                    stack.append((iter(item.items()), True, "}"))
+                else:
+                    append("[")
+                    stack.append((iter(item), False, "]"))
+                first = True
+                descended = True
+                break
+            else:
+                append(_scalar(item))
+            count += 1
+            if count >= PIECE_ITEMS:
+                yield encode_text("".join(out))
+                out.clear()
+                count = 0
+        if descended:
             continue
-        sep = "" if first else ","
+        stack.pop()
+        append(closer)
         first = False
-        if is_dict:
-            key, pending = nxt
-            if not isinstance(key, str):
-                raise TypeError(f"keys must be str, not {type(key).__name__}")
-            text.append(sep + encode_basestring(key) + ":")
-        else:
-            pending = nxt
-            if sep:
-                text.append(sep)
-        have = True
-    if text:
-        yield encode_text("".join(text))
-
-
-_END = object()
+    if out:
+        yield encode_text("".join(out))

@@ -97,9 +97,11 @@ async def events_page(
     wanted = _wanted(given(surface))
     if given_filter is None:
         page = await view.page(after_seq, size, wanted)
+        await ctx.loaded()
         return event_connection(ctx, session_id, page)
     effective = and_surface(given_filter, wanted)
     filtered = await filtered_page(view, after_seq, size, effective, text)
+    await ctx.loaded()
     return event_connection(ctx, session_id, filtered, digest)
 
 
@@ -183,8 +185,7 @@ class Session:
     @resolver("The current surface: what the model sees, in its order.")
     async def surface(self, info: Info) -> list[Event]:
         sid = self.ref.header.id
-        view = await info.context.view(sid)
-        surface = await view.surface()
+        surface = await info.context.surface(sid)
         info.context.budget.listed(len(surface))
         return [Event.of(sid, item) for item in surface]
 
@@ -223,6 +224,7 @@ async def read_window(
         given(after) or 0,
         ctx.read_window_max,
     )
+    await ctx.loaded()
     return ReadWindow.of(window)
 
 
