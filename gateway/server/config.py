@@ -105,7 +105,7 @@ class Limits:
 class GatewayConfig:
     """The settings of one app (see the module docstring; every field has a default).
 
-    * `limits`: document, cost, body and time limits of every operation.
+    * `limits`: document, cost, body, time and response-size limits of every operation.
     * `graphiql` / `default_query`: the GraphiQL page and the viewer, and the query
       GraphiQL opens with.
     * `readiness_timeout`: how long `/readyz` waits for the database.
