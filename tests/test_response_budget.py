@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -32,11 +33,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
-from gateway import SessionQuery, create_app
+from gateway import SessionQuery, SessionStore, create_app
+from gateway.commands import serve as serve_command
 from gateway.core import SessionEvent, SessionHeader
 from gateway.persistence import SqlPersistence
 from gateway.server.budget import ResponseBudget
-from gateway.server.config import GatewayConfig, Limits
+from gateway.server.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, Limits
 from gateway.server.jsonwire import FAST_PATH_BYTES, _pieces, encode_answer, encode_text
 from tests.support.server import running_server
 from tests.test_graphql_helpers import codes
@@ -356,3 +358,60 @@ def test_pieces_write_what_the_stdlib_encoder_writes(value: Any, shared: bool) -
     written = b"".join(_pieces(answer, budget.encoded))
     model = json.dumps(answer, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     assert written == encode_text(model)
+
+
+# -- subscriptions: a budget per event -----------------------------------------------------
+
+
+def test_a_subscription_has_a_budget_per_event_and_an_event_past_it_ends_the_stream() -> None:
+    budget = 150_000
+    store = SessionStore()
+    store.create("live", created_at=1, seed=[_fat_event(seq) for seq in range(4)])  # 4 x 64 KB
+    huge = {"message": {"role": "user", "content": [{"type": "text", "text": "h" * budget}]}}
+    store.get("live").append("user/message", huge, surface_op="append")
+    app = create_app(
+        SessionQuery(live=[store]), GatewayConfig(limits=Limits(max_response_bytes=budget))
+    )
+    query = 'subscription { sessionEvents(sessionId: "live") { seq data } }'
+
+    async def run(url: str) -> list[dict[str, Any]]:
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init"}))
+            assert json.loads(await ws.recv())["type"] == "connection_ack"
+            await ws.send(json.dumps({"type": "subscribe", "id": "s", "payload": {"query": query}}))
+            got = []
+            while True:
+                message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                got.append(message)
+                if message["type"] in ("error", "complete"):
+                    return got
+
+    with running_server(app) as base:
+        messages = asyncio.run(run(base.replace("http://", "ws://") + "/graphql"))
+    nexts = [m["payload"]["data"]["sessionEvents"] for m in messages if m["type"] == "next"]
+    assert [e["seq"] for e in nexts] == [0, 1, 2, 3]  # 256 KB in all, each under the budget
+    assert nexts[3]["data"] == _fat_event(3).data
+    assert messages[-1]["type"] == "error"
+    _too_large(messages[-1]["payload"], budget)
+
+
+# -- serve's option and variable -----------------------------------------------------------
+
+
+def test_serve_takes_the_budget_from_its_flag_else_its_variable_else_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parser = argparse.ArgumentParser()
+    serve_command.add_arguments(parser)
+    monkeypatch.delenv("SESSION_GATEWAY_MAX_RESPONSE_BYTES", raising=False)
+    limits = serve_command.gateway_config(parser.parse_args([])).limits
+    assert limits.max_response_bytes == DEFAULT_MAX_RESPONSE_BYTES == 64 << 20
+    monkeypatch.setenv("SESSION_GATEWAY_MAX_RESPONSE_BYTES", "1000")
+    assert serve_command.gateway_config(parser.parse_args([])).limits.max_response_bytes == 1000
+    args = parser.parse_args(["--max-response-bytes", "2000"])
+    assert serve_command.gateway_config(args).limits.max_response_bytes == 2000
+    monkeypatch.setenv("SESSION_GATEWAY_MAX_RESPONSE_BYTES", "lots")
+    with pytest.raises(ValueError, match="SESSION_GATEWAY_MAX_RESPONSE_BYTES"):
+        serve_command.gateway_config(parser.parse_args([]))
+    with pytest.raises(ValueError, match="--max-response-bytes"):
+        serve_command.gateway_config(parser.parse_args(["--max-response-bytes", "0"]))
