@@ -415,3 +415,24 @@ def test_serve_takes_the_budget_from_its_flag_else_its_variable_else_the_default
         serve_command.gateway_config(parser.parse_args([]))
     with pytest.raises(ValueError, match="--max-response-bytes"):
         serve_command.gateway_config(parser.parse_args(["--max-response-bytes", "0"]))
+
+
+def test_lineage_lists_count_against_the_cost_limit_as_they_resolve() -> None:
+    store = SessionStore()
+    depth = 300
+    for i in range(depth):  # a chain: c000 <- c001 <- ... (each forked from the one before)
+        store.create(f"c{i:03d}", created_at=i, parent_session=f"c{i - 1:03d}" if i else None)
+    app = create_app(SessionQuery(live=[store]), GatewayConfig(limits=Limits(max_cost=5_000)))
+    query = "{ sessions(first: %d) { nodes { id lineage { ancestors { id } } } } }"
+    with running_server(app) as base:
+        few = _post(base, query % 3).json()
+        many = _post(base, query % 100, accept="application/graphql-response+json")
+    for node in few["data"]["sessions"]["nodes"]:  # the model: the chain above each id
+        i = int(node["id"][1:])
+        assert [a["id"] for a in node["lineage"]["ancestors"]] == [
+            f"c{j:03d}" for j in range(i - 1, -1, -1)
+        ]
+    # 100 sessions of this chain hold thousands of ancestors; the estimate counts 20 each.
+    assert many.status_code == 400
+    assert codes(many.json()) == ["QUERY_TOO_COSTLY"]
+    assert "5000" in many.json()["errors"][0]["message"]
