@@ -349,7 +349,7 @@ JSON_VALUES = st.recursive(
 
 
 @given(value=JSON_VALUES, shared=st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_pieces_write_what_the_stdlib_encoder_writes(value: Any, shared: bool) -> None:
     budget = ResponseBudget(max_bytes=1 << 30)
     if shared and isinstance(value, dict | list):

@@ -53,7 +53,7 @@ from .access import Access
 from .budget import RESPONSE_TOO_LARGE, ResponseBudget
 from .codes import GatewayCode
 from .config import GatewayConfig
-from .context import Context
+from .context import Context, current_context
 from .cursors import CursorCodec
 from .documents import document_text
 from .errors import GatewayError, format_error, masked_error, simple_error
@@ -162,6 +162,7 @@ class OperationPipeline:
         context = self.context(admitted.principal, admitted.prepared)
 
         async def run() -> Answer:
+            current_context.set(context)  # this task's (wait_for runs it as one)
             result = await self.schema.execute(
                 admitted.prepared.text,
                 variable_values=request.variables,
@@ -271,7 +272,14 @@ class OperationPipeline:
             async with contextlib.aclosing(results):
                 first = True
                 result: Any
-                async for result in results:
+                while True:
+                    # Each step may run in a task of its own (`with_ticks`): the
+                    # event's resolvers find the context in this one.
+                    current_context.set(context)
+                    try:
+                        result = await anext(results)
+                    except StopAsyncIteration:
+                        break
                     errors = [format_error(e) for e in result.errors or ()]
                     self.count(errors)
                     if first and _never_ran(result):

@@ -18,7 +18,7 @@ from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import results as core
 from gateway.core.event_filter import FilteredEvents
 
-from ..context import Context
+from ..context import Context, current_context
 from .pagination import PageInfo
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
 
@@ -76,8 +76,10 @@ class Event:
     klass: strawberry.Private[CoreEventSurface | None]
 
     @resolver("The recorded payload, exactly as stored (any JSON value).")
-    def data(self, info: Info) -> JSON:
-        return cast(JSON, info.context.budget.payload(self.raw.data))
+    def data(self) -> JSON:
+        context = current_context.get()  # not `info`: this runs once per event
+        data = self.raw.data
+        return cast(JSON, data if context is None else context.budget.payload(data))
 
     @resolver("How it changes the surface (surface events only; null on log-only events).")
     def surface_op(self) -> SurfaceOp | None:
