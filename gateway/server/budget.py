@@ -13,7 +13,8 @@ is built, and the answer stops at the first charge past a limit:
 * `listed(n)` (the resolvers of unpaged lists): objects returned beyond the
   estimate, counted against the cost limit (QUERY_TOO_COSTLY), so 30 aliases
   of a 200,000-event `surface` stop at the first one instead of building six
-  million result objects.
+  million result objects (`Context.surface` counts a long log's surface before
+  reading it, from the stored class counts).
 * The serializer (`gateway.server.jsonwire.encode_answer`) counts every byte it
   writes; whichever count passes the limit first ends the answer.
 
