@@ -145,9 +145,20 @@ class Context:
         if counted:
             budget.listed(await view.count(_CURRENT_ONLY))
         found = self._surfaces.get(session_id)
-        if found is None:
-            found = self._surfaces[session_id] = asyncio.ensure_future(view.surface())
-        surface = await found
+        if found is not None:
+            surface = await found
+        else:  # the first asker reads it (no task of its own), the others wait for it
+            found = self._surfaces[session_id] = asyncio.get_running_loop().create_future()
+            try:
+                surface = await view.surface()
+            except asyncio.CancelledError:
+                found.cancel()
+                raise
+            except Exception as exc:
+                found.set_exception(exc)
+                found.exception()  # retrieved: only other askers need it
+                raise
+            found.set_result(surface)
         if not counted:
             budget.listed(len(surface))
         await self.loaded()
