@@ -352,9 +352,11 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=150, deadline=None)
 def test_pieces_write_what_the_stdlib_encoder_writes(value: Any, shared: bool) -> None:
     budget = ResponseBudget(max_bytes=1 << 30)
+    pad = budget.payload({"pad": "p" * FAST_PATH_BYTES})  # past it: payloads are kept
     if shared and isinstance(value, dict | list):
         budget.payload(value)  # a charged payload: written from the budget's bytes
-    answer = {"data": {"a": value, "b": [value, {"c": value}]}}
+        assert id(value) in budget.encoded
+    answer = {"data": {"pad": pad, "a": value, "b": [value, {"c": value}]}}
     written = b"".join(_pieces(answer, budget.encoded))
     model = json.dumps(answer, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     assert written == encode_text(model)

@@ -6,10 +6,12 @@ document shows to be too large, but it cannot know how long an unpaged list
 So every operation's context holds a `ResponseBudget`, charged while the answer
 is built, and the answer stops at the first charge past a limit:
 
-* `payload(value)` (the `Event.data` resolver): the payload's JSON, encoded
-  once here and remembered, so the serializer writes these bytes instead of
-  encoding the payload again (a payload asked twice is charged twice, encoded
-  once). Strings are charged their length (a lower bound of their bytes).
+* `payload(value)` (the `Event.data` resolver): the payload's JSON length.
+  While the answer is small (`FAST_PATH_BYTES`, written in one call) only the
+  length is kept (in characters: a lower bound of its bytes); past that the
+  bytes are kept too, so the serializer writes them instead of encoding the
+  payload again (a payload asked twice is charged twice, encoded once).
+  Strings are charged their length.
 * `listed(n)` (the resolvers of unpaged lists): objects returned beyond the
   estimate, counted against the cost limit (QUERY_TOO_COSTLY), so 30 aliases
   of a 200,000-event `surface` stop at the first one instead of building six
@@ -36,7 +38,7 @@ from typing import Any
 
 from .codes import GatewayCode
 from .errors import GatewayError
-from .jsonwire import encode_text
+from .jsonwire import FAST_PATH_BYTES, encode_text
 
 RESPONSE_TOO_LARGE = GatewayCode.RESPONSE_TOO_LARGE
 QUERY_TOO_COSTLY = GatewayCode.QUERY_TOO_COSTLY
@@ -78,18 +80,26 @@ class ResponseBudget:
 
     def payload(self, value: Any) -> Any:
         """`value` (an event payload) as is, its bytes charged."""
-        if self.max_bytes is None:
+        limit = self.max_bytes
+        if limit is None:
             return value
         if self.tripped is not None:
             raise self.tripped
         if isinstance(value, dict | list):
             known = self.encoded.get(id(value))
-            if known is None:
-                known = (value, encode_text(_dumps(value)))
-                self.encoded[id(value)] = known
-            self.charge(len(known[1]))
+            if known is not None:
+                self.spent += len(known[1])
+            elif self.spent <= FAST_PATH_BYTES:
+                # Still a small answer, written in one call: its length in characters (a
+                # lower bound of its bytes) is all it needs, and no copy is kept.
+                self.spent += len(_dumps(value))
+            else:
+                known = self.encoded[id(value)] = (value, encode_text(_dumps(value)))
+                self.spent += len(known[1])
         elif isinstance(value, str):
-            self.charge(len(value) + 2)
+            self.spent += len(value) + 2
+        if self.spent > limit:
+            raise self.too_large()
         return value
 
     def charge(self, n: int) -> None:
