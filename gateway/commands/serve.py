@@ -17,7 +17,8 @@ says 503 until it answers.
 tool-result rewrite, a session both live and persisted, and a live session a
 simulated agent keeps appending to) from a fresh temporary SQLite database,
 always: --demo with --database is refused, and $SESSION_GATEWAY_DATABASE_URL
-is not used.
+is not used. --demo --auth tokens makes two tokens in that database (one `all`,
+one `cwd:/work/release`) and prints them: `token create` writes another database.
 
 Access: with --auth tokens (or SESSION_GATEWAY_AUTH=tokens) /graphql and
 /metrics need `Authorization: Bearer TOKEN`, a token made with `session-gateway
@@ -53,7 +54,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -246,6 +247,7 @@ def banner(
     auth: str = "none",
     database: str | None = None,
     tracing: str | None = None,
+    demo_tokens: Sequence[tuple[str, tuple[str, ...], str]] = (),
 ) -> str:
     lines = [
         "",
@@ -256,7 +258,18 @@ def banner(
     ]
     if database is not None:
         lines.append(f"  Database:  {database}")
-    if auth == "tokens":
+    if auth == "tokens" and demo:
+        lines += [
+            "  Auth:      bearer tokens; the demo made these two (send `Authorization: Bearer "
+            "TOKEN`):",
+            *(
+                f"             {secret}   ({name}: {' '.join(grants)})"
+                for name, grants, secret in demo_tokens
+            ),
+            "             The demo's database is temporary (removed on exit): `session-gateway "
+            "token create` writes another database, so its tokens are refused here.",
+        ]
+    elif auth == "tokens":
         lines.append("  Auth:      bearer tokens (`session-gateway token create` makes one)")
     if tracing is not None:
         lines.append(f"  Tracing:   {tracing}")
@@ -378,17 +391,29 @@ async def serve(
             demo = await load_demo(backend, store, agent_interval=args.agent_interval)
             background.append(demo.agent.run)
         authenticate = None
+        demo_tokens: list[tuple[str, tuple[str, ...], str]] = []
         mode = auth_mode(args) or "none"
         if mode == "tokens":
             from gateway.persistence.tokens import TokenError, TokenStore, load_token_key
             from gateway.server.auth import token_authenticator
 
-            try:
-                key = load_token_key()
-            except TokenError as exc:
-                print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
-                return 2
-            authenticate = token_authenticator(TokenStore(raw_backend, key))
+            if args.demo:
+                # The demo's database is temporary: a key of its own, and its own tokens.
+                import secrets
+
+                key = secrets.token_hex(32).encode("ascii")
+            else:
+                try:
+                    key = load_token_key()
+                except TokenError as exc:
+                    print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
+                    return 2
+            token_store = TokenStore(raw_backend, key)
+            if args.demo:
+                from gateway.demo import create_demo_tokens
+
+                demo_tokens = await create_demo_tokens(token_store)
+            authenticate = token_authenticator(token_store)
         app = create_app(
             query,
             settings,
@@ -408,7 +433,10 @@ async def serve(
         server = uvicorn.Server(config)
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
         port = sock.getsockname()[1]
-        print(banner(f"http://{host}:{port}", args.demo, mode, shown, tracing), flush=True)
+        print(
+            banner(f"http://{host}:{port}", args.demo, mode, shown, tracing, demo_tokens),
+            flush=True,
+        )
         await server.serve(sockets=[sock])
         started = server.started
     finally:
