@@ -11,7 +11,9 @@ SQLite file must exist and hold only the gateway's tables, unless --create
 (a typo would otherwise serve a new empty database). The banner shows the
 resolved location (the absolute path for SQLite). A database that does not
 answer at start gets a warning line; the gateway serves anyway and /readyz
-says 503 until it answers.
+says 503 until it answers. A database that answers with a schema this version
+cannot use (an unmigrated PostgreSQL database, one behind or ahead of this
+version) is refused with one line naming the `migrate` command to run (exit 2).
 
 --demo serves a demo corpus (forks, a missing parent, nested compactions, a
 tool-result rewrite, a session both live and persisted, and a live session a
@@ -49,12 +51,14 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import os
 import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +71,8 @@ from gateway.server.config import DEFAULT_MAX_COST
 if TYPE_CHECKING:
     from gateway.commands.database import ResolvedDatabase
     from gateway.server.config import GatewayConfig
+
+logger = logging.getLogger("gateway.serve")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -301,11 +307,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class SchemaRefused(Exception):
+    """The database answers but its schema is not this version's (unmigrated, behind, newer
+    or unknown): serving could never become ready without an operator, so `serve` refuses."""
+
+
 async def probe_database(backend: Any, shown: str) -> str | None:
     """None when the database answers (its schema checked, and for SQLite migrated) at
-    start, else the warning line to print; the gateway serves anyway (/readyz says 503)."""
+    start, else the warning line to print; the gateway serves anyway (/readyz says 503).
+    A database that answers with a schema this version cannot use raises SchemaRefused
+    (the message names the `migrate` command to run)."""
+    from gateway.persistence.errors import SchemaVersionError
+
     try:
         await asyncio.wait_for(backend.ensure_schema(), STARTUP_PROBE_TIMEOUT)
+    except SchemaVersionError as exc:
+        raise SchemaRefused(str(exc)) from None
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
         detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
@@ -378,8 +395,13 @@ async def serve(
     raw_backend = _open_backend(url)
     backend = instrument_backend(raw_backend, metrics)
     started = False
+    stopped_by: int | None = None
     try:
-        warning = await probe_database(raw_backend, shown)
+        try:
+            warning = await probe_database(raw_backend, shown)
+        except SchemaRefused as exc:
+            print(f"session-gateway serve: {exc}", file=sys.stderr, flush=True)
+            return 2
         if warning:
             print(warning, file=sys.stderr, flush=True)
         store = SessionStore()
@@ -430,7 +452,7 @@ async def serve(
             log_config=None,  # configure_logging above owns the handlers and the format
             lifespan="on",
         )
-        server = uvicorn.Server(config)
+        server = _stopping_server_class()(config)
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
         port = sock.getsockname()[1]
         print(
@@ -439,14 +461,61 @@ async def serve(
         )
         await server.serve(sockets=[sock])
         started = server.started
+        stopped_by = server.stopped_by
     finally:
-        close = getattr(backend, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                await close()
+        await _close_backend(backend)
         if tmp is not None:
             tmp.cleanup()
+    if stopped_by is not None:
+        return 128 + stopped_by  # what a shell reports for that signal, after a clean stop
     return 0 if started else 1
+
+
+async def _close_backend(backend: Any) -> None:
+    """Close the pooled connections inside the loop that opened them (closed later, by the
+    garbage collector or `asyncio.run`'s cancelling, the pool logs a CancelledError)."""
+    close = getattr(backend, "close", None)
+    if not callable(close):
+        return
+    try:
+        await close()
+    except Exception as exc:
+        logger.warning("closing the database connections failed: %s: %s", type(exc).__name__, exc)
+    else:
+        logger.info("database connections closed")
+
+
+def _stopping_server_class() -> type[Any]:
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        """uvicorn's server, except that a signal that stopped it is recorded rather than
+        raised again at the end of `serve()`: uvicorn re-raises it so the default handler
+        ends the process, which for SIGTERM kills it before the database is closed and for
+        SIGINT throws KeyboardInterrupt through the closing code. `serve` closes the backend,
+        then exits 128 + the signal."""
+
+        stopped_by: int | None = None
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.stopped_by is None:
+                self.stopped_by = sig
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            signals = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return StoppingServer
 
 
 def run(args: argparse.Namespace) -> int:
