@@ -6,11 +6,15 @@ engines, both signals, a real `serve` subprocess each time."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,19 +80,55 @@ def _assert_clean(served: ServeProcess, signum: int, code: int) -> None:
     assert err.index("Application shutdown complete") < err.index(CLOSED_LINE), err
 
 
+def _open_stream(base: str, session_id: str) -> tuple[threading.Thread, list[bytes]]:
+    """A GraphQL-over-SSE subscription read in a thread until the server ends it."""
+    import urllib.request
+
+    body = json.dumps(
+        {"query": f'subscription {{ sessionEvents(sessionId: "{session_id}") {{ seq }} }}'}
+    ).encode()
+    req = urllib.request.Request(
+        f"{base}/graphql",
+        body,
+        {"Accept": "text/event-stream", "Content-Type": "application/json"},
+    )
+    stream = urllib.request.urlopen(req, timeout=60)
+    got: list[bytes] = [stream.readline()]
+
+    def read() -> None:
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            while line := stream.readline():
+                got.append(line)
+        stream.close()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, got
+
+
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_stop_on_sqlite_closes_the_backend_without_a_traceback(tmp_path: Path, signum: int) -> None:
+    """With a running WebSocket subscription and a running SSE stream of a live session,
+    which never end by themselves: the stop still comes, well inside docker's 10 s."""
     served = start_serve(tmp_path, "--demo", "--agent-interval", "0.05", "--log-level", "info")
     ws = None
     try:
         assert served.readyz() == 200
         ws = _use(served, "demo-agent-live", stays_open=True)
+        reader, lines = _open_stream(served.base, "demo-agent-live")
+        time.sleep(0.5)
+        began = time.monotonic()
         code = served.stop(signum)
+        took = time.monotonic() - began
+        reader.join(timeout=10)
     finally:
         served.stop()
         if ws is not None:
             ws.close()
     _assert_clean(served, signum, code)
+    assert took < 8, took
+    assert any(line.startswith(b"event: next") for line in lines)  # the stream was running
+    assert not reader.is_alive()  # and the stop ended it
     (database,) = re.findall(r"Database:  (\S+) \(temporary", served.out)
     assert not Path(database).parent.exists()  # the demo's temporary directory was removed
 

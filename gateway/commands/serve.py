@@ -85,6 +85,9 @@ OTEL_SWITCHES = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 )
 """Standard variables whose presence means "export traces" (besides $OTEL_TRACES_EXPORTER)."""
+STREAM_GRACE = 3.0
+"""Seconds a stop waits for open HTTP responses (event streams) before dropping them,
+well inside `docker stop`'s 10 s."""
 STARTUP_PROBE_TIMEOUT = 10.0
 """Seconds the start-up check waits for the database before warning and serving anyway."""
 
@@ -496,6 +499,25 @@ def _stopping_server_class() -> type[Any]:
         then exits 128 + the signal."""
 
         stopped_by: int | None = None
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            """uvicorn's graceful shutdown, except that connections still open after
+            `STREAM_GRACE` seconds are dropped: an event stream (SSE) of a live session
+            never ends by itself, and uvicorn would wait for its client forever. Dropping
+            the connection is a client disconnect to the app, which ends the stream."""
+
+            async def drop_streams() -> None:
+                await asyncio.sleep(STREAM_GRACE)
+                for connection in list(self.server_state.connections):
+                    transport = getattr(connection, "transport", None)
+                    if transport is not None and not transport.is_closing():
+                        transport.close()
+
+            dropping = asyncio.create_task(drop_streams())
+            try:
+                await super().shutdown(sockets)
+            finally:
+                dropping.cancel()
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if self.stopped_by is None:
