@@ -36,6 +36,10 @@ On a loopback bind only requests whose Host header is localhost, 127.0.0.1,
 protection); --allowed-host adds names. --max-cost bounds the objects one
 operation may return (gateway.server.cost).
 
+Ctrl-C (SIGINT) and SIGTERM stop it gracefully: open WebSockets are closed, HTTP
+responses still streaming after a few seconds are dropped, the database
+connections are closed, and the exit status is 128 + the signal (130, 143).
+
 Tracing (OpenTelemetry, the `otel` extra): on with --otel, or when the standard
 environment asks for it ($OTEL_TRACES_EXPORTER other than `none`, or
 $OTEL_EXPORTER_OTLP_ENDPOINT / $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set);
@@ -592,9 +596,10 @@ def run(args: argparse.Namespace) -> int:
 def _exit_on_sigterm() -> None:
     """Make SIGTERM a SystemExit, so the spans still batched are flushed on `docker stop`.
 
-    uvicorn shuts down gracefully on SIGTERM and then raises it again under the handler
-    it found; the default one kills the process before any `finally` runs. Exit status
-    143 is what a shell reports for a kill by SIGTERM."""
+    While uvicorn serves, its handler (kept from re-raising by `StoppingServer`) stops
+    it gracefully; this one covers a SIGTERM before or after that (while the database
+    is probed or the demo loaded), which the default handler would turn into a kill
+    before any `finally` runs. Exit status 143 is what a shell reports for SIGTERM."""
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)
