@@ -132,20 +132,26 @@ function preorderRanks(g) {
 }
 
 // Text widths as the page's own font draws them (a canvas measures without layout).
+// Bold, as the shown session's node is drawn (.node.target text): any node may be it.
 let measurer = null;
+let measuredFamily = null;
+let measuredSize = 0;
 function textWidth(text, font) {
   if (!measurer) {
     measurer = document.createElement("canvas").getContext("2d");
+    measuredFamily = getComputedStyle(document.documentElement).fontFamily || "sans-serif";
   }
-  const family = getComputedStyle(document.documentElement).fontFamily || "sans-serif";
-  // Bold, as the shown session's node is drawn (.node.target text): any node may be it.
-  measurer.font = `700 ${font.size}px ${family}`;
+  if (measuredSize !== font.size) {
+    measurer.font = `700 ${font.size}px ${measuredFamily}`;
+    measuredSize = font.size;
+  }
   return measurer.measureText(text).width + 1; // a pixel of slack against rounding
 }
 
 // `text` as lines no wider than `max`: broken after a separator (- _ / . : space) where
 // one fits, else between characters (never inside one outside the BMP). Nothing is cut.
 export function wrapText(text, font, max = MAX_TEXT_W) {
+  if (textWidth(String(text), font) <= max) return [String(text)]; // the usual case
   const pieces = String(text).match(/[^-_/.: ]*[-_/.: ]+|[^-_/.: ]+$/gu) ?? [String(text)];
   const lines = [];
   let line = "";
