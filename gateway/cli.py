@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("gateway.commands.migrate", "bring a database's schema to the current revision"),
     "verify": ("gateway.commands.verify", "check stored derivations against the fold of each log"),
     "token": ("gateway.commands.token", "create, list and revoke access tokens"),
+    "mcp": ("gateway.commands.mcp", "serve the read-only session tools to agents over MCP (stdio)"),
     "export-schema": ("gateway.commands.export_schema", "print the GraphQL schema (SDL)"),
     "documents": (
         "gateway.commands.documents",

@@ -187,6 +187,7 @@ async def test_auth_missing_unknown_expired_or_revoked_token_is_401_unauthentica
         )
     assert typed.status_code == 401
     assert typed.headers["content-type"].startswith("application/graphql-response+json")
+    assert await tokens.flush_last_used()  # off the request path (serve's background task)
     infos = {i.name: i for i in await tokens.list()}
     assert infos["good"].last_used_at is not None and infos["soon"].last_used_at is None
 

@@ -57,7 +57,11 @@ def test_readme_client_example_pages_through_a_served_demo(tmp_path):
     from tests.support.server import running_server
     from tests.support.sqlite_backend import sqlite_url
 
-    (code,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "GATEWAY_URL" in b]
+    (code,) = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", README, re.S)
+        if "GATEWAY_URL" in b and "from gql" not in b  # gql: tests/test_clients_graphql.py
+    ]
     db = SqlPersistence(sqlite_url(tmp_path / "demo.db"))
     store = SessionStore()
     asyncio.run(load_demo(db, store))
@@ -124,7 +128,8 @@ def test_readme_sse_sample_is_what_serve_demo_sends(tmp_path):
 
 def test_readme_python_examples_need_only_what_the_quickstart_installs():
     """`pip install -e .` (no extras) must bring every module the README's Python imports:
-    each is the standard library's, the gateway's, or a base dependency's."""
+    each is the standard library's, the gateway's, or a base dependency's, unless the
+    prose just before its example says to `pip install` it."""
     import ast
     import tomllib
     from importlib.metadata import packages_distributions
@@ -133,12 +138,16 @@ def test_readme_python_examples_need_only_what_the_quickstart_installs():
     base = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
     owners = packages_distributions()
     imported: set[str] = set()
-    for code in re.findall(r"```python\n(.*?)```", README, re.S):
-        for node in ast.walk(ast.parse(code)):
+    for block in re.finditer(r"```python\n(.*?)```", README, re.S):
+        before = README[: block.start()].rsplit("```", 1)[-1]  # the prose since the last block
+        said = re.findall(r"pip install\s+'?([A-Za-z0-9_.-]+)", before)
+        for node in ast.walk(ast.parse(block.group(1))):
+            names = []
             if isinstance(node, ast.Import):
-                imported |= {alias.name.split(".")[0] for alias in node.names}
+                names = [alias.name.split(".")[0] for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                imported.add(node.module.split(".")[0])
+                names = [node.module.split(".")[0]]
+            imported |= {name for name in names if name not in said}
     assert "httpx" in imported  # the client example
     for module in sorted(imported - set(sys.stdlib_module_names) - {"gateway"}):
         dists = {d.lower() for d in owners.get(module, [module])}

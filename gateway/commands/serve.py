@@ -2,7 +2,9 @@
 
 GraphiQL is at http://HOST:PORT/graphql in a browser; clients POST (or GET)
 GraphQL there. /healthz says the process is up; /readyz that the database
-answers.
+answers. /mcp serves agents the read-only session tools over MCP streamable
+HTTP, under the same access rules as /graphql (`session-gateway mcp` is the
+stdio form).
 
 The database is --database URL, else $SESSION_GATEWAY_DATABASE_URL, else the
 embedded SQLite file $XDG_DATA_HOME/session-gateway/sessions.db
@@ -22,7 +24,7 @@ always: --demo with --database is refused, and $SESSION_GATEWAY_DATABASE_URL
 is not used. --demo --auth tokens makes two tokens in that database (one `all`,
 one `cwd:/work/release`) and prints them: `token create` writes another database.
 
-Access: with --auth tokens (or SESSION_GATEWAY_AUTH=tokens) /graphql and
+Access: with --auth tokens (or SESSION_GATEWAY_AUTH=tokens) /graphql, /mcp and
 /metrics need `Authorization: Bearer TOKEN`, a token made with `session-gateway
 token create`, and each caller sees only the sessions its grants allow. The
 tokens' hashing key comes from $SESSION_GATEWAY_TOKEN_KEY, else the key file
@@ -268,6 +270,7 @@ def banner(
         f"  Viewer:    {base}/ui        (sessions, lineage, surface)",
         f"  GraphQL:   POST/GET {base}/graphql",
         f"  Health:    {base}/healthz   Readiness: {base}/readyz",
+        f"  MCP:       {base}/mcp       (agents: MCP streamable HTTP)",
     ]
     if database is not None:
         lines.append(f"  Database:  {database}")
@@ -437,12 +440,13 @@ async def serve(
                 except TokenError as exc:
                     print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
                     return 2
-            token_store = TokenStore(raw_backend, key)
+            tokens = TokenStore(raw_backend, key)
             if args.demo:
                 from gateway.demo import create_demo_tokens
 
-                demo_tokens = await create_demo_tokens(token_store)
-            authenticate = token_authenticator(token_store)
+                demo_tokens = await create_demo_tokens(tokens)
+            authenticate = token_authenticator(tokens)
+            background.append(tokens.run_last_used_flusher)  # last_used_at, off the request path
         app = create_app(
             query,
             settings,

@@ -11,6 +11,11 @@ import argparse
 import os
 from typing import Any
 
+from gateway.server.config import (
+    DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN,
+    DEFAULT_MAX_SUBSCRIPTIONS_SERVER,
+)
+
 ENV_CORS_ORIGINS = "SESSION_GATEWAY_CORS_ORIGINS"
 ENV_TRUSTED_DOCUMENTS = "SESSION_GATEWAY_TRUSTED_DOCUMENTS"
 ENV_RATE_LIMIT = "SESSION_GATEWAY_RATE_LIMIT"
@@ -46,6 +51,26 @@ def add_access_arguments(parser: argparse.ArgumentParser) -> None:
             f'e.g. "100/second" or "10/second;1000/hour" (default ${ENV_RATE_LIMIT}; no limit)'
         ),
     )
+    parser.add_argument(
+        "--max-subscriptions",
+        type=int,
+        default=DEFAULT_MAX_SUBSCRIPTIONS_SERVER,
+        metavar="N",
+        help=(
+            "subscriptions that may run at once on this server, WebSocket and SSE together "
+            f"(TOO_MANY_SUBSCRIPTIONS past it; default {DEFAULT_MAX_SUBSCRIPTIONS_SERVER:,})"
+        ),
+    )
+    parser.add_argument(
+        "--max-subscriptions-per-token",
+        type=int,
+        default=DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN,
+        metavar="N",
+        help=(
+            "subscriptions that may run at once for one token, or one client address with "
+            f"auth off (default {DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN})"
+        ),
+    )
 
 
 def access_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -68,6 +93,14 @@ def access_options(args: argparse.Namespace) -> dict[str, Any]:
     rate = args.rate_limit or os.environ.get(ENV_RATE_LIMIT) or None
     if rate:
         options["rate_limit"] = rate
+    for flag, name in (
+        ("--max-subscriptions", "max_subscriptions"),
+        ("--max-subscriptions-per-token", "max_subscriptions_per_token"),
+    ):
+        value = getattr(args, name)
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{flag} must be a positive integer, got {value}")
+        options[name] = value
     return options
 
 

@@ -1,5 +1,22 @@
 """Check that a database's stored derivations equal the fold of its stored logs.
 
+Full (the default) or quick. The full check reads and refolds every stored
+log, payloads of rewrites included, so its time grows with the logs. `--quick`
+asks only whether the database holds what it states, in seconds: on SQLite
+`PRAGMA quick_check` (every page of the file well formed and used once), and
+for every session, on both engines, its stored event count against its rows
+(their number, first and last seq) read through the table and through its
+index. Run `--quick` first when the file may be damaged (a failing `/readyz`
+integrity probe, PERSISTENCE_FAILED answers naming damaged stored data); the
+full check after a repair or an upgrade. `--quick` takes no SESSION and
+prints each problem on its own line:
+
+  quick_check: MESSAGE              (SQLite's own words, at most 100 lines)
+  SESSION  EVENTS  stored N events  found M row(s), seqs A..B[; the index counts K]
+
+then a summary line; exit 1 if it found any problem, 0 if none, 2 as below.
+
+The full check:
 The writer stores, with every event, what the surface fold derives (its class,
 its replacer and its order label), the citations between events and each
 session's class counts, and readers answer from them (SPEC §3a). This command
@@ -49,6 +66,7 @@ from gateway.commands import add_database_argument
 if TYPE_CHECKING:
     from gateway.persistence.derived import StoredDerivations
     from gateway.persistence.index_check import StoredIndex
+    from gateway.persistence.sql import SqlPersistence
 
 MAX_ROWS = 20
 """Disagreements printed per session by default."""
@@ -71,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=MAX_ROWS,
         metavar="N",
         help=f"disagreements printed per session (default {MAX_ROWS}; the rest are counted)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="check storage only (SQLite quick_check; each session's count against its "
+        "rows), in seconds; no refold (see above)",
     )
     parser.add_argument(
         "--progress",
@@ -276,8 +300,16 @@ async def _verify(args: argparse.Namespace) -> int:
     if path is not None and not path.is_file():
         print(f"session-gateway verify: no database file at {path}", file=sys.stderr)
         return 2
+    if args.quick and args.sessions:
+        print("session-gateway verify: --quick checks every session; name none", file=sys.stderr)
+        return 2
     db = SqlPersistence(url, auto_migrate=False)
     shown = display_url(db.url)
+    if args.quick:
+        try:
+            return await _verify_quick(db, shown)
+        finally:
+            await db.close()
     try:
         try:
             await db.ensure_schema()
@@ -350,6 +382,53 @@ async def _verify(args: argparse.Namespace) -> int:
         f"{tally['not-derived']:,} not derived"
     )
     return 1 if tally["disagrees"] or tally["invalid"] else 0
+
+
+async def _verify_quick(db: SqlPersistence, shown: str) -> int:
+    """`--quick`: the storage check (`gateway.persistence.storage_check`), reported."""
+    from gateway.persistence.errors import SchemaVersionError
+    from gateway.persistence.integrity import is_corruption
+
+    started = time.monotonic()
+    try:
+        await db.ensure_schema()
+        report = await db.quick_check()
+    except SchemaVersionError as exc:
+        print(f"session-gateway verify: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if is_corruption(exc):  # not even the schema could be read: the file is damaged
+            print(f"quick_check: the schema cannot be read: {type(exc).__name__}: {exc}")
+            print(f"{shown}: quick check: the database is damaged")
+            return 1
+        print(
+            f"session-gateway verify: cannot use database {shown}: "
+            f"{type(exc).__name__}: {str(exc).strip()}",
+            file=sys.stderr,
+        )
+        return 2
+    for line in report.engine:
+        print(f"quick_check: {line}")
+    for problem in report.extents:
+        print(problem.render())
+    verdict = (
+        "ok"
+        if report.ok
+        else (
+            f"{len(report.engine):,} storage message(s), "
+            f"{len(report.extents):,} session(s) whose rows are not their stored count"
+        )
+    )
+    counted = (
+        f"{report.sessions:,} session(s), {report.events:,} events stored"
+        if report.counted
+        else "the counts could not be read"
+    )
+    print(
+        f"{shown}: quick check ({report.engine_check}; counts against rows): "
+        f"{counted}: {verdict} in {time.monotonic() - started:.1f} s"
+    )
+    return 0 if report.ok else 1
 
 
 def _report(result: SessionCheck, max_rows: int) -> None:

@@ -10,8 +10,19 @@ with no gap:
    tail) come from the same log through the same cursor, so appends racing
    the replay can neither be lost nor sent twice. It completes after the last
    event announced before the session left its store (`SessionStore.remove`).
-2. A persisted-only session is replayed page by page through the observation's
-   view (the backend's ranged reads when it has them), then completes.
+2. A persisted-only session is replayed page by page, keyset by seq (each page
+   the events after the last seq sent), then completes when a page says it is
+   the last. Each page is a short read: through a fresh observation (`observe`)
+   that is closed once the page is read, inside the app's `ReplayGate`, and only
+   then handed on. A subscriber whose client does not read therefore holds one
+   page of events and nothing shared (no pooled connection, no transaction, no
+   gate, no memo of the pages before), and no number of replays can take more
+   than the gate's share of the database pool. A page is classified as of the
+   log its read proved, so appends to the stored log during a replay are sent
+   too, once, in order (seqs are dense). Pages start at `FIRST_STORED_PAGE`
+   events and double while the client takes them quickly (up to `page_size`),
+   so a client that does not read holds a small page. A backend without ranged
+   reads (whose view is the whole log, folded) is read once and paged from memory.
 
 Notification: the session announces each append to its listeners
 (`LiveSession.listen`). The tail registers one listener per session and event
@@ -46,6 +57,8 @@ from .fold import EventSurface
 from .model import SessionEvent
 from .observation import Observation
 from .store import LiveSession
+from .stored_view import StoredView
+from .views import EventPage, SessionView
 
 DEFAULT_TAIL_BUFFER = 1_000
 """Events a subscriber may fall behind by before it is disconnected as lagged."""
@@ -53,8 +66,40 @@ DEFAULT_TAIL_BUFFER = 1_000
 REPLAY_PAGE = 256
 """Events read per step of a replay or a backlog (live log or backend page)."""
 
+FIRST_STORED_PAGE = 16
+"""Events of a persisted replay's first page; each page the client takes within
+`QUICK_TAKE` seconds doubles the next (up to the page size), a slower one halves it:
+a client that does not read holds a page this small, one that reads gets big pages."""
+
+QUICK_TAKE = 0.25
+"""Seconds within which a client taking a replay page counts as keeping up."""
+
 WAKE_INTERVAL = 0.005
 """Seconds a loop is left to other work between two wake rounds of its subscribers."""
+
+
+class ReplayGate:
+    """At most `readers` persisted replay pages read at once (per event loop), so
+    replays queue here, not in the database pool, and leave the pool to queries.
+
+    One per app; a semaphore per loop it is used on (a test may serve one app from
+    several loops), dropped with the loop."""
+
+    __slots__ = ("_by_loop", "readers")
+
+    def __init__(self, readers: int) -> None:
+        if type(readers) is not int or readers < 1:
+            raise ValueError(f"replay readers must be a positive integer, got {readers!r}")
+        self.readers = readers
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+        self._by_loop = weakref.WeakKeyDictionary()
+
+    def semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        found = self._by_loop.get(loop)
+        if found is None:
+            found = self._by_loop[loop] = asyncio.Semaphore(self.readers)
+        return found
 
 
 class TailItem(NamedTuple):
@@ -292,34 +337,84 @@ def tail_batches(
     *,
     buffer_size: int = DEFAULT_TAIL_BUFFER,
     page_size: int = REPLAY_PAGE,
+    observe: Callable[[], Observation] | None = None,
+    gate: ReplayGate | None = None,
 ) -> AsyncGenerator[TailBatch, None]:
     """Every event of the session with seq > `after_seq`, then each new append (see the
     module docstring), in batches of at most `page_size`: a busy session costs a
     subscriber one wakeup per batch, not per event, and no per-event work it does not
-    ask for. Raises SOURCE_CONFLICT at once, SESSION_NOT_FOUND / PERSISTENCE_FAILED on
-    the first step (like an exact read), `TailLagged` when the subscriber lags."""
+    ask for. A persisted replay reads each page through `observe()` (a fresh
+    observation of the same scope; `obs` itself when None) inside `gate`. Raises
+    SOURCE_CONFLICT at once, SESSION_NOT_FOUND / PERSISTENCE_FAILED on the first step
+    (like an exact read), `TailLagged` when the subscriber lags."""
     if type(buffer_size) is not int or buffer_size < 1:
         raise ValueError(f"buffer size must be a positive integer, got {buffer_size!r}")
     live = obs.live_session(session_id)
     if live is not None:
         return _live_batches(live, after_seq, buffer_size, page_size)
-    return _stored_batches(obs, session_id, after_seq, page_size)
+    return _stored_batches(obs, session_id, after_seq, page_size, observe, gate)
 
 
 async def _stored_batches(
-    obs: Observation, session_id: str, after_seq: int, page_size: int
+    obs: Observation,
+    session_id: str,
+    after_seq: int,
+    page_size: int,
+    observe: Callable[[], Observation] | None,
+    gate: ReplayGate | None,
 ) -> AsyncGenerator[TailBatch, None]:
+    loop = asyncio.get_running_loop()
     next_seq = max(after_seq + 1, 0)
+    pinned = obs if observe is None else None  # an observation kept for the whole replay
+    size = min(FIRST_STORED_PAGE, page_size)
+    try:
+        while True:
+            page_obs = pinned if pinned is not None else _fresh(observe)
+            keep = False
+            try:
+                if gate is None:
+                    view, page = await _replay_page(page_obs, session_id, next_seq, size)
+                else:
+                    async with gate.semaphore():
+                        view, page = await _replay_page(page_obs, session_id, next_seq, size)
+                # a backend without ranged reads: the whole log is in memory now, page it
+                keep = pinned is None and not isinstance(view, StoredView)
+            finally:
+                if page_obs is not pinned and not keep:
+                    page_obs.close()
+            if keep:
+                pinned = page_obs
+            # the read is over (its connection back in the pool, the gate released)
+            # before the page is handed on: a client that does not read holds this page
+            if page.items:
+                events = [item.event for item in page.items]
+                handed = loop.time()
+                yield TailBatch(events, [item.surface for item in page.items], None)
+                next_seq = events[-1].seq + 1
+                quick = loop.time() - handed < QUICK_TAKE
+                size = min(size * 2, page_size) if quick else max(size // 2, 1)
+            if not page.has_next or not page.items:
+                return
+            await asyncio.sleep(0)
+    finally:
+        if pinned is not None and pinned is not obs:
+            pinned.close()
+
+
+def _fresh(observe: Callable[[], Observation] | None) -> Observation:
+    assert observe is not None
+    return observe()
+
+
+async def _replay_page(
+    obs: Observation, session_id: str, next_seq: int, page_size: int
+) -> tuple[SessionView, EventPage]:
+    """One page of a persisted replay: the events from `next_seq` on, as `obs` sees
+    the log (its proof, view and page read together, then nothing more)."""
     view = await obs.view(session_id)
-    while next_seq < view.length:
-        page = await view.page(next_seq - 1 if next_seq else None, page_size, None)
-        if page.items:
-            events = [item.event for item in page.items]
-            yield TailBatch(events, [item.surface for item in page.items], None)
-            next_seq = events[-1].seq + 1
-        await asyncio.sleep(0)
-        if not page.has_next or not page.items:
-            return
+    if next_seq >= view.length:
+        return view, EventPage([], False, next_seq > 0, view.length)
+    return view, await view.page(next_seq - 1 if next_seq else None, page_size, None)
 
 
 async def tail_session(
@@ -329,9 +424,19 @@ async def tail_session(
     *,
     buffer_size: int = DEFAULT_TAIL_BUFFER,
     page_size: int = REPLAY_PAGE,
+    observe: Callable[[], Observation] | None = None,
+    gate: ReplayGate | None = None,
 ) -> AsyncGenerator[TailItem, None]:
     """`tail_batches`, one event at a time (what a GraphQL subscription streams)."""
-    batches = tail_batches(obs, session_id, after_seq, buffer_size=buffer_size, page_size=page_size)
+    batches = tail_batches(
+        obs,
+        session_id,
+        after_seq,
+        buffer_size=buffer_size,
+        page_size=page_size,
+        observe=observe,
+        gate=gate,
+    )
     try:
         async for batch in batches:
             for i, event in enumerate(batch.events):
@@ -342,8 +447,10 @@ async def tail_session(
 
 __all__ = [
     "DEFAULT_TAIL_BUFFER",
+    "FIRST_STORED_PAGE",
     "REPLAY_PAGE",
     "WAKE_INTERVAL",
+    "ReplayGate",
     "TailBatch",
     "TailItem",
     "TailLagged",

@@ -8,10 +8,11 @@ SQLite's snapshot), every write in one locking transaction.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import literal, select
+from sqlalchemy import bindparam, literal, select, text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -27,9 +28,34 @@ from .engine import (
     normalize_url,
     write_options,
 )
+from .errors import StoredDataError, describe_failure
+from .integrity import StoredExtent, check_run, is_corruption
 from .migrations import SchemaState, ensure_schema
+from .tables import events, sessions
 
 _PING = select(literal(1))
+PROBE_ROWS = 1_000
+"""Rows (seqs only) the integrity probe reads per call, across as many sessions."""
+PROBE_INTERVAL = 2.0
+"""Seconds between two sweeps of the integrity probe while it passes (see `probe_integrity`)."""
+PROBE_SESSIONS = 64
+"""Most session headers the integrity probe steps through per call."""
+_SESSIONS_AFTER = (
+    select(sessions.c.id, sessions.c.event_count)
+    .where(sessions.c.id > bindparam("after"))
+    .order_by(sessions.c.id)
+    .limit(PROBE_SESSIONS)
+)
+_SEQS_IN = (
+    select(events.c.seq)
+    .where(
+        events.c.session_id == bindparam("sid"),
+        events.c.seq >= bindparam("lo"),
+        events.c.seq <= bindparam("hi"),
+    )
+    .order_by(events.c.seq)
+)
+_SQLITE_QUICK_CHECK = text("PRAGMA quick_check(sessions)")
 
 
 class SqlBase:
@@ -45,6 +71,7 @@ class SqlBase:
         statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         echo: bool = False,
+        probe_interval: float = PROBE_INTERVAL,
     ) -> None:
         self.url: URL = normalize_url(url if url is not None else default_database_url())
         self.is_sqlite = is_sqlite(self.url)
@@ -70,6 +97,11 @@ class SqlBase:
         self._insert_sql = str(compiled)
         self._ready = False
         self._ready_lock = asyncio.Lock()
+        self._probe_at: tuple[str, int] = ("", 0)
+        self._probe_interval = probe_interval
+        self._probe_passed = -float("inf")
+        """When (monotonic) the probe last passed; -inf while it fails."""
+        """Where the integrity probe's sweep goes on: (the id before the session, its seq)."""
 
     def __repr__(self) -> str:
         return f"SqlPersistence({display_url(self.url)!r})"
@@ -103,6 +135,79 @@ class SqlBase:
         """
         async with self._reading() as conn:
             await conn.execute(_PING)
+
+    async def probe_integrity(self) -> str | None:
+        """A readiness probe of the stored data, bounded in cost: None when it passes, else
+        what failed (for the log: it names sessions and seqs).
+
+        In one read transaction: on SQLite `PRAGMA quick_check(sessions)` (the b-tree
+        structure of the headers table and its indexes, which is small); then the
+        next `PROBE_ROWS` seqs of a sweep through every stored log (sessions in id
+        order, each log from seq 0, at most `PROBE_SESSIONS` headers per call), each
+        run read by primary key and checked against the session's stored count
+        (`gateway.persistence.integrity.check_run`). A driver error that says the data
+        is damaged (`is_corruption`) fails the probe too; any other failure (the
+        database unreachable, its schema unusable) raises, as `ping()` does.
+
+        So a call costs a few indexed reads whatever the database's size, and
+        repeated calls cover every log: the sweep's position is the only state kept
+        between calls (no answer is). It does not move past a failure, so the probe
+        keeps failing until the damage is repaired instead of passing on the next
+        call. It reads no payload: damage confined to payload (overflow) pages is
+        left to the reads that meet it and to `session-gateway verify`.
+
+        While it passes, the checks run at most once per `probe_interval` seconds
+        (the constructor's; default `PROBE_INTERVAL`) and a call in between only
+        pings: `/readyz` is unauthenticated and never rate limited, so a flood of
+        probes must not become a flood of reads. A failing probe checks again on
+        every call (its answer is recomputed, never remembered).
+        """
+        now = time.monotonic()
+        if now - self._probe_passed < self._probe_interval:
+            await self.ping()
+            return None
+        self._probe_passed = -float("inf")
+        try:
+            async with self._reading() as conn:
+                if self.is_sqlite:
+                    found = [str(row[0]) for row in await conn.execute(_SQLITE_QUICK_CHECK)]
+                    if found != ["ok"]:
+                        return "PRAGMA quick_check(sessions): " + "; ".join(found[:5])
+                await self._sweep(conn)
+            self._probe_passed = now
+        except StoredDataError as exc:
+            return exc.message
+        except Exception as exc:  # the driver's "file is damaged", or any other failure
+            if is_corruption(exc):
+                return describe_failure(exc)
+            raise
+        return None
+
+    async def _sweep(self, conn: AsyncConnection) -> None:
+        """Check the next `PROBE_ROWS` stored seqs from `_probe_at`, and advance it."""
+        after, seq = self._probe_at
+        budget = PROBE_ROWS
+        # the first row is the session the sweep is inside (at `seq`), the rest from 0
+        rows = (await conn.execute(_SESSIONS_AFTER, {"after": after})).all()
+        if not rows and after:
+            after, seq = "", 0  # the sweep wrapped: start again
+            rows = (await conn.execute(_SESSIONS_AFTER, {"after": after})).all()
+        for sid, count in rows:
+            sid, count = str(sid), int(count)
+            lo = seq if seq < count else count
+            hi = min(lo + budget, count) - 1
+            if lo <= hi:
+                params = {"sid": sid, "lo": lo, "hi": hi}
+                seqs = [int(r[0]) for r in await conn.execute(_SEQS_IN, params)]
+                check_run(sid, seqs, lo, hi, StoredExtent(count), what="the probe's read")
+                budget -= hi - lo + 1
+            if hi < count - 1:  # this log continues on the next call
+                self._probe_at = (after, hi + 1)
+                return
+            after, seq = sid, 0
+            if budget <= 0:
+                break
+        self._probe_at = (after, 0)
 
     async def close(self) -> None:
         """Close every pooled connection (the object can be used again afterwards)."""

@@ -37,6 +37,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    func,
     literal_column,
     null,
     or_,
@@ -59,6 +60,8 @@ from .codec import (
     _raw,
     _stored_events_from_rows,
 )
+from .errors import StoredDataError
+from .integrity import StoredExtent, check_ascending, check_class_total, check_run
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 _KEY_CHUNK = 100
@@ -266,12 +269,14 @@ class SqlDerivedReads(SqlBase):
         """Each ranged read (see `EventQuery`); queries of unknown sessions left out.
 
         Returned rows carry their stored derivations (as of the whole stored log);
-        the `surfaces` filter is applied as of `query.as_of`.
+        the `surfaces` filter is applied as of `query.as_of`. The rows are checked
+        against the session's stored count (`gateway.persistence.integrity`):
+        `StoredDataError` rather than a short answer.
         """
         wanted = builtins.list(dict.fromkeys(queries))
         out: dict[EventQuery, builtins.list[StoredEvent]] = {}
         async with self._derived_reading() as conn:
-            known = await _stored_ids(conn, (q.session_id for q in wanted))
+            known = await _stored_extents(conn, (q.session_id for q in wanted))
             asked = []
             for query in wanted:
                 if query.session_id not in known:
@@ -290,6 +295,9 @@ class SqlDerivedReads(SqlBase):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found)
                     out[query] = stored if query.limit is None else stored[: query.limit]
+            await _check_against_index(conn, asked, out, known)
+        for query in asked:
+            _check_events(query, out[query], known[query.session_id])
         return out
 
     async def read_events_at(
@@ -300,7 +308,15 @@ class SqlDerivedReads(SqlBase):
         for sid, seq in dict.fromkeys(keys):
             by_session.setdefault(sid, []).append(seq)
         async with self._derived_reading() as conn:
-            return await _events_at(conn, _flatten(by_session))
+            found = await _events_at(conn, _flatten(by_session))
+            missing = [key for key in dict.fromkeys(keys) if key not in found]
+            if missing:  # absent, or lost: the stored count says which
+                extents = await _stored_extents(conn, (sid for sid, _ in missing))
+                for sid, seq in missing:
+                    extent = extents.get(sid)
+                    if extent is not None and 0 <= seq < extent.event_count:
+                        check_run(sid, [], seq, seq, extent, what="a read of one event")
+        return found
 
     async def read_surfaces(
         self, keys: Sequence[tuple[str, int]]
@@ -310,7 +326,7 @@ class SqlDerivedReads(SqlBase):
         wanted = builtins.list(dict.fromkeys(keys))
         out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
         async with self._derived_reading() as conn:
-            known = await _stored_ids(conn, (sid for sid, _ in wanted))
+            known = await _stored_extents(conn, (sid for sid, _ in wanted))
             asked = []
             for key in wanted:
                 if key[0] in known:
@@ -326,6 +342,8 @@ class SqlDerivedReads(SqlBase):
                 rows = (await conn.execute(statement, params)).all()
                 for k, found in _by_key(rows):
                     out[chunk[k]] = _stored_events_from_rows(row[:-1] for row in found)
+        for key in asked:
+            _check_surface(key, out[key], known[key[0]])
         return out
 
     async def read_traces(
@@ -627,6 +645,144 @@ async def _events_at(
         ):
             out[(sid, stored.event.seq)] = stored
     return out
+
+
+_SELECT_EXTENTS = select(
+    sessions.c.id,
+    sessions.c.event_count,
+    sessions.c.current_count,
+    sessions.c.shadowed_count,
+    sessions.c.derived_count,
+)
+
+
+async def _stored_extents(
+    conn: AsyncConnection, session_ids: Iterable[str]
+) -> dict[str, StoredExtent]:
+    """What the `sessions` rows of these ids state about their logs (stored ids only):
+    the read that proves the ids are stored, so the checks cost no extra query."""
+    ids = builtins.list(dict.fromkeys(session_ids))
+    out: dict[str, StoredExtent] = {}
+    for chunk in _chunks(ids, _ID_CHUNK):
+        result = await conn.execute(_SELECT_EXTENTS.where(sessions.c.id.in_(chunk)))
+        for sid, *counts in result:
+            out[sid] = StoredExtent(*(int(v) for v in counts))
+    return out
+
+
+def _by_class(query: EventQuery, extent: StoredExtent) -> frozenset[int] | None:
+    """The class codes of a read that goes through the class index (some classes only, no
+    §12 narrowing, as of the whole stored log, where stored classes are the as-of ones);
+    None for any other read."""
+    if query.surfaces is None or query.time is not None or query.types is not None:
+        return None
+    codes = query.surfaces & _ALL_CODES
+    if codes == _ALL_CODES or not codes or query.as_of != extent.event_count:
+        return None
+    return codes
+
+
+def _index_seqs_statement(shapes: tuple[tuple[frozenset[int], bool], ...]) -> _Stmt:
+    """The seqs the class index `ix_events_surface_seq` alone names for each key (an
+    index-only range per class code, each with the key's limit)."""
+    parts: builtins.list[Select[Any]] = []
+    for k, (codes, limited) in enumerate(shapes):
+        for code in sorted(codes):
+            part = select(_tag(k), events.c.seq.label("seq")).where(
+                events.c.session_id == _p("sid", k),
+                events.c.surface == code,
+                events.c.seq >= _p("lo", k),
+                events.c.seq <= _p("hi", k),
+            )
+            parts.append(_wrapped(part, k if limited else None))
+    return _compound(parts, "k", "seq")
+
+
+async def _check_against_index(
+    conn: AsyncConnection,
+    asked: Sequence[EventQuery],
+    out: dict[EventQuery, builtins.list[StoredEvent]],
+    known: dict[str, StoredExtent],
+) -> None:
+    """A read of some classes finds its rows through the class index, and SQLite skips a
+    row the index names but a damaged table no longer holds, silently: so such a read
+    is compared with the seqs the index alone names (index-only, the same limit: a
+    page's cost again, not the log's).
+
+    And a read that reaches the end of the log (the last page of a filtered listing)
+    must end on the stored class count: the entries of those classes before it are
+    counted in the index (index-only; the one check that costs more than its page,
+    made once per listing, on its last page), so rows lost from table and index alike
+    (deleted behind the writer's back) are found too."""
+    checked = [(q, c) for q in asked if (c := _by_class(q, known[q.session_id])) is not None]
+    for chunk in _chunks(checked, _KEY_CHUNK):
+        shapes = tuple((codes, q.limit is not None) for q, codes in chunk)
+        statement = _statement(("index seqs", shapes), _index_seqs_statement, shapes)
+        params: dict[str, Any] = {}
+        for k, (q, _) in enumerate(chunk):
+            params[f"sid{k}"], params[f"lo{k}"] = q.session_id, q.lo
+            params[f"hi{k}"] = min(q.hi, q.as_of - 1)
+            if q.limit is not None:
+                params[f"lim{k}"] = q.limit
+        named: dict[int, builtins.list[int]] = {}
+        for k, found in _by_key((await conn.execute(statement, params)).all()):
+            named[k] = [int(row[0]) for row in found]
+        for k, (q, _) in enumerate(chunk):
+            want = named.get(k, [])[: q.limit]
+            got = [row.event.seq for row in out[q]]
+            if got != want:
+                pairs = enumerate(zip(got, want, strict=False))
+                at = next((i for i, (a, b) in pairs if a != b), min(len(got), len(want)))
+                shown = f"seq {got[at]}" if at < len(got) else "nothing"
+                raise StoredDataError(
+                    q.session_id,
+                    f"a read of some classes over seqs {q.lo}..{min(q.hi, q.as_of - 1)} read "
+                    f"{len(got)} row(s), the class index names {len(want)}: row {at} is {shown} "
+                    f"where the index names seq {want[at] if at < len(want) else '(none)'}",
+                )
+    for q, codes in checked:
+        extent = known[q.session_id]
+        short = q.limit is None or len(out[q]) < q.limit
+        if q.lo > 0 and short and q.hi >= extent.event_count - 1 and extent.derived:
+            before = (
+                await conn.execute(
+                    select(func.count()).where(
+                        events.c.session_id == q.session_id,
+                        events.c.surface.in_(builtins.list(codes)),
+                        events.c.seq < q.lo,
+                    )
+                )
+            ).scalar()
+            read = int(before or 0) + len(out[q])
+            check_class_total(q.session_id, read, codes, extent, what="the last page")
+
+
+def _check_events(query: EventQuery, rows: Sequence[StoredEvent], extent: StoredExtent) -> None:
+    """A ranged read's rows against the stored count (`gateway.persistence.integrity`):
+    every class: exactly the seqs asked for; some classes: ascending in range, and
+    as many as the class counts say when the read covered the whole log."""
+    sid = query.session_id
+    seqs = [row.event.seq for row in rows]
+    hi = min(query.hi, query.as_of - 1)
+    narrowed = query.time is not None or query.types is not None
+    if (query.surfaces is None or query.surfaces >= _ALL_CODES) and not narrowed:
+        check_run(sid, seqs, query.lo, hi, extent, query.limit, what="a ranged read")
+        return
+    check_ascending(sid, seqs, max(query.lo, 0), min(hi, extent.event_count - 1))
+    n = extent.event_count
+    whole = query.lo <= 0 and hi >= n - 1 and query.as_of == n
+    if whole and not narrowed and (query.limit is None or len(rows) < query.limit):
+        codes = _ALL_CODES if query.surfaces is None else query.surfaces & _ALL_CODES
+        check_class_total(sid, len(rows), codes, extent, what="a read of the whole log")
+
+
+def _check_surface(key: tuple[str, int], rows: Sequence[StoredEvent], extent: StoredExtent) -> None:
+    """A surface's rows: distinct seqs below its length, and as of the whole stored log
+    as many as the stored CURRENT count."""
+    sid, as_of = key
+    check_ascending(sid, sorted(row.event.seq for row in rows), 0, as_of - 1, what="a surface")
+    if as_of == extent.event_count:
+        check_class_total(sid, len(rows), frozenset({CURRENT_CODE}), extent, what="the surface")
 
 
 async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:

@@ -81,6 +81,19 @@ class SessionConflictError(PersistenceError, ValueError):
         self.detail = detail
 
 
+class StoredDataError(PersistenceError, RuntimeError):
+    """The database holds less than it states: a read of a session did not get the rows
+    its `sessions` row counts (a damaged file, or rows deleted behind the writer's
+    back; see `gateway.persistence.integrity`). Readers report it as
+    PERSISTENCE_FAILED, never as a short answer; `session-gateway verify --quick`
+    finds it across the database."""
+
+    def __init__(self, session_id: str, detail: str) -> None:
+        super().__init__(f"stored data of session {session_id!r} is damaged: {detail}")
+        self.session_id = session_id
+        self.detail = detail
+
+
 class SchemaVersionError(PersistenceError, RuntimeError):
     """The database's schema is missing, older than this code, unknown or newer.
 

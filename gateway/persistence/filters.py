@@ -33,6 +33,7 @@ from gateway.core.model import SessionHeader
 from .base import SqlBase
 from .codec import _header_from_row
 from .corpus import _COUNT, _FIRST_PAGE, _PAGE_AFTER, _filter_clause, _tree_plan
+from .errors import StoredDataError
 from .tables import cwd_stats, events
 from .tables import sessions as _sessions
 
@@ -195,10 +196,12 @@ class SqlFilterReads(SqlBase):
         out: dict[EventQuery, int] = {}
         async with self._reading() as conn:
             ids = builtins.list(dict.fromkeys(q.session_id for q in wanted))
-            known: set[str] = set()
+            known: dict[str, int] = {}
             if ids:
-                found = await conn.execute(select(_sessions.c.id).where(_sessions.c.id.in_(ids)))
-                known = {row[0] for row in found}
+                found = await conn.execute(
+                    select(_sessions.c.id, _sessions.c.event_count).where(_sessions.c.id.in_(ids))
+                )
+                known = {row[0]: int(row[1]) for row in found}
             for query in wanted:
                 if query.session_id not in known:
                     continue
@@ -212,4 +215,19 @@ class SqlFilterReads(SqlBase):
                     continue
                 value = (await conn.execute(event_count_statement(query))).scalar()
                 out[query] = int(value or 0)
+                if query.surfaces is None and query.time is None and query.types is None:
+                    _check_range_count(query, out[query], known[query.session_id])
         return out
+
+
+def _check_range_count(query: EventQuery, found: int, event_count: int) -> None:
+    """A count of a seq range (no other clause) is the range clipped to the stored log:
+    fewer rows counted means lost rows (`gateway.persistence.integrity`)."""
+    lo, hi = max(query.lo, 0), min(query.hi, query.as_of - 1, event_count - 1)
+    want = max(hi - lo + 1, 0)
+    if found != want:
+        raise StoredDataError(
+            query.session_id,
+            f"the session stores {event_count} events; a count of seqs {lo}..{hi} "
+            f"expected {want} and counted {found}",
+        )

@@ -35,6 +35,7 @@ from .codec import (
 from .errors import (
     UnknownSessionError,
 )
+from .integrity import StoredExtent, check_run
 from .tables import HEADER_COLUMNS, events, sessions
 
 _HEADER_SELECT = [sessions.c[name] for name in HEADER_COLUMNS]
@@ -63,6 +64,9 @@ _SELECT_MANY_ALL = select(
 ).order_by(events.c.session_id, events.c.seq)
 _SELECT_WINDOW = _SELECT_ALL.where(events.c.seq >= bindparam("lo"), events.c.seq <= bindparam("hi"))
 _SELECT_HEADER = select(*_HEADER_SELECT).where(sessions.c.id == _SID)
+_SELECT_HEADER_AND_COUNT = select(*_HEADER_SELECT, sessions.c.event_count).where(
+    sessions.c.id == _SID
+)
 _SELECT_HEADER_FOR_UPDATE = (
     select(*_HEADER_SELECT, sessions.c.event_count).where(sessions.c.id == _SID).with_for_update()
 )
@@ -125,29 +129,36 @@ class SqlReads(SqlBase):
         return int(value)
 
     async def load(self, session_id: str) -> tuple[SessionHeader, builtins.list[SessionEvent]]:
-        """The header and the whole log, payloads included."""
-        return await self._load(session_id, _SELECT_ALL, {})
+        """The header and the whole log, payloads included: exactly the stored count of
+        events (else `StoredDataError`, `gateway.persistence.integrity`)."""
+        return await self._load(session_id, _SELECT_ALL, {}, 0, None)
 
     async def load_window(
         self, session_id: str, start: int, end: int
     ) -> tuple[SessionHeader, builtins.list[SessionEvent]]:
-        """The header and the events with start <= seq <= end, ascending (a key range scan)."""
-        return await self._load(session_id, _SELECT_WINDOW, {"lo": start, "hi": end})
+        """The header and the events with start <= seq <= end, ascending (a key range scan):
+        every one of them the stored log holds (else `StoredDataError`)."""
+        return await self._load(session_id, _SELECT_WINDOW, {"lo": start, "hi": end}, start, end)
 
     async def _load(
         self,
         session_id: str,
         statement: Select[Any],
         params: dict[str, Any],
+        lo: int,
+        hi: int | None,
     ) -> tuple[SessionHeader, builtins.list[SessionEvent]]:
         async with self._reading() as conn:
-            row = (await conn.execute(_SELECT_HEADER, {"sid": session_id})).first()
+            row = (await conn.execute(_SELECT_HEADER_AND_COUNT, {"sid": session_id})).first()
             if row is None:
                 raise UnknownSessionError(session_id)
             rows = await _driver_rows(conn, statement, {"sid": session_id, **params})
+            extent = StoredExtent(int(row[-1]))
+            end = extent.event_count - 1 if hi is None else hi
+            check_run(session_id, [r[0] for r in rows], lo, end, extent, what="a load")
             loaded = await decode_events(rows)
             del rows
-        return _header_from_row(row), loaded
+        return _header_from_row(row[:-1]), loaded
 
     async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
         """The stored headers of these ids; ids that are not stored are left out."""

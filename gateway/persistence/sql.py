@@ -50,6 +50,13 @@ PostgreSQL, SQLite's snapshot). JSON columns are read as text and decoded by
 thread. `session-gateway verify` refolds stored logs and compares them with
 the stored derivations.
 
+Reads also check what they got against what the `sessions` row states (each
+log is seqs `0..event_count-1`; `integrity.py`): rows a damaged file or a
+deletion behind the writer's back lost raise `StoredDataError` (reported as
+PERSISTENCE_FAILED) instead of giving a short answer. `probe_integrity()`
+(`base.py`) is the bounded check `/readyz` runs; `quick_check()`
+(`storage_check.py`) the whole-database one of `session-gateway verify --quick`.
+
 One `SqlPersistence` belongs to one event loop; `close()` it before the loop ends.
 """
 
@@ -61,6 +68,7 @@ from .filters import SqlFilterReads
 from .index_check import SqlIndexReads
 from .reads import SqlReads
 from .search import SqlSearchReads
+from .storage_check import SqlStorageChecks
 from .titles import SqlTitleReads
 from .writes import ImportOutcome, SqlWrites
 
@@ -73,6 +81,7 @@ class SqlPersistence(
     SqlSearchReads,
     SqlTitleReads,
     SqlIndexReads,
+    SqlStorageChecks,
     SqlWrites,
 ):
     """The reference persistence backend (module docstring): SQLite or PostgreSQL.
@@ -82,7 +91,9 @@ class SqlPersistence(
     embedded SQLite file. `auto_migrate`: migrate a fresh or older schema on first use;
     default True for SQLite, False for PostgreSQL (see `gateway.persistence.migrations`).
     Timeouts are in seconds: `connect_timeout` and `statement_timeout` for PostgreSQL
-    (`statement_timeout=None` disables it), `busy_timeout` for SQLite locks.
+    (`statement_timeout=None` disables it), `busy_timeout` for SQLite locks;
+    `probe_interval` the least time between two runs of a passing integrity probe
+    (`probe_integrity`, what `/readyz` runs).
     """
 
 

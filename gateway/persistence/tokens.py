@@ -15,27 +15,41 @@ replica) neither reveals a secret nor lets anyone check a guess offline.
 Every replica that authenticates needs the same key.
 
 Nothing is cached: each request reads its token's row, so a revocation or an
-expiry takes effect on the next request of every replica. `last_used_at` is
-written at most once a minute per token, so steady traffic does not turn
-every read into a write.
+expiry takes effect on the next request of every replica.
+
+The token check only reads, so a request never waits on a writer (an import
+holding SQLite's write lock, a PostgreSQL row lock). `last_used_at` is
+recorded off the request path: a use is noted in memory (one entry per token,
+the latest time) when the row's time is a minute old or more, and
+`flush_last_used` writes the noted times in one short transaction — every
+`LAST_USED_FLUSH_INTERVAL` seconds from `run_last_used_flusher`, a background
+task of the app's lifespan (`serve` starts it). The flush is best effort: it
+waits at most `LAST_USED_WAIT` seconds for a lock, a failure is logged once
+(until a flush succeeds again) and its times are kept for the next flush, never
+reported to a request. A time may be late by the flush interval, and lost if the
+process dies first; `token list` shows it at the minute's resolution as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.core.scope import Scope
 
@@ -45,9 +59,16 @@ from .tables import access_tokens
 ENV_TOKEN_KEY = "SESSION_GATEWAY_TOKEN_KEY"
 TOKEN_PREFIX = "sgw_"
 LAST_USED_RESOLUTION_MS = 60_000
+LAST_USED_FLUSH_INTERVAL = 2.0
+"""Seconds between two writes of the noted token uses."""
+LAST_USED_WAIT = 0.5
+"""Seconds a flush waits for a lock (SQLite's write lock, a PostgreSQL row lock)."""
 MIN_KEY_CHARS = 32
 _TOKEN_RE = re.compile(r"sgw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
+
+
+logger = logging.getLogger("gateway.persistence.tokens")
 
 
 class TokenError(Exception):
@@ -157,6 +178,8 @@ class TokenStore:
     def __init__(self, db: SqlBase, key: bytes | None) -> None:
         self._db = db
         self._key = key
+        self._used: dict[str, int] = {}  # token id -> latest use not yet written (ms)
+        self._failing = False  # the last flush failed (logged once until one succeeds)
 
     def _hash(self, secret: str) -> str:
         if self._key is None:  # a store made for listing only
@@ -267,17 +290,96 @@ class TokenStore:
         if state != "active":
             raise TokenRefused(f"the bearer token has been {state}")
         if info.last_used_at is None or now - info.last_used_at >= LAST_USED_RESOLUTION_MS:
-            async with self._db._writing() as conn:
+            self._used[token_id] = max(now, self._used.get(token_id, now))  # written later
+        return info
+
+    # -- last_used_at, off the request path ------------------------------------------
+
+    @property
+    def pending_uses(self) -> int:
+        """How many tokens have a use noted and not yet written."""
+        return len(self._used)
+
+    async def flush_last_used(self) -> bool:
+        """Write the noted uses in one short transaction; True when they were written
+        (or none were noted). Never raises: a failure keeps them for the next flush."""
+        if not self._used:
+            return True
+        batch, self._used = self._used, {}
+        try:
+            async with self._short_write() as conn:
                 await conn.execute(
                     update(access_tokens)
-                    .where(access_tokens.c.token_id == token_id)
-                    .values(last_used_at=now)
+                    .where(access_tokens.c.token_id == bindparam("tid"))
+                    .values(last_used_at=bindparam("used")),
+                    [{"tid": tid, "used": used} for tid, used in batch.items()],
                 )
-        return info
+        except asyncio.CancelledError:
+            self._keep(batch)
+            raise
+        except Exception as exc:  # best effort: never a request's failure
+            self._keep(batch)
+            if not self._failing:
+                self._failing = True
+                logger.warning(
+                    "could not record token last-used times (kept for the next try; "
+                    "logged once until it works again): %s: %s",
+                    type(exc).__name__,
+                    next(iter(str(exc).splitlines()), ""),
+                )
+            return False
+        if self._failing:
+            self._failing = False
+            logger.info("token last-used times are recorded again")
+        return True
+
+    def _keep(self, batch: dict[str, int]) -> None:
+        for tid, used in batch.items():
+            self._used[tid] = max(used, self._used.get(tid, used))
+
+    @contextlib.asynccontextmanager
+    async def _short_write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction that waits at most `LAST_USED_WAIT` for a lock."""
+        db = self._db
+        await db._ensure_ready()
+        async with db.engine.connect() as conn:
+            if db.is_sqlite:
+                # the connection's busy timeout, shortened for this transaction only
+                kept = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+                await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(LAST_USED_WAIT * 1000)}")
+                await conn.commit()  # reading the pragma began a transaction
+                try:
+                    await conn.execution_options(**db._write_options)
+                    async with conn.begin():
+                        yield conn
+                finally:
+                    with contextlib.suppress(Exception):
+                        await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(kept or 0)}")
+                        await conn.commit()
+            else:
+                async with conn.begin():
+                    wait = f"{int(LAST_USED_WAIT * 1000)}ms"
+                    await conn.execute(text(f"SET LOCAL lock_timeout = '{wait}'"))
+                    await conn.execute(text(f"SET LOCAL statement_timeout = '{wait}'"))
+                    yield conn
+
+    async def run_last_used_flusher(self, interval: float = LAST_USED_FLUSH_INTERVAL) -> None:
+        """Flush the noted uses every `interval` seconds until cancelled, then once more
+        (within `LAST_USED_WAIT`): the app's lifespan runs it as a background task."""
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                await self.flush_last_used()
+        finally:
+            if self._used:
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(self.flush_last_used(), LAST_USED_WAIT * 2)
 
 
 __all__ = [
     "ENV_TOKEN_KEY",
+    "LAST_USED_FLUSH_INTERVAL",
+    "LAST_USED_WAIT",
     "TokenError",
     "TokenInfo",
     "TokenRefused",

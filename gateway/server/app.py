@@ -9,9 +9,13 @@ Routes:
 * `/healthz` — 200 while the process serves requests;
 * `/sessions/{id}/export` — a session as a dsh JSONL artifact, or a zip with its
   descendants (`gateway.server.export`), under the same caller rules as `/graphql`;
+* `/mcp` — the read-only agent tools over MCP streamable HTTP
+  (`gateway.server.mcp_endpoint`), under the same caller rules and scope as `/graphql`;
 * `/readyz` — 200 when no persistence is mounted or the mounted backend answers
   a cheap call (`ping()` when it has one, else `list()`) within
   `config.readiness_timeout`; else 503 with the reason;
+  the backend's integrity probe (`probe_integrity()`, see
+  `SqlPersistence.probe_integrity`), when it has one, is that call and must pass;
 * `/ui` — the viewer page (`gateway.web.ui`): sessions, lineage, surface;
 * `/static/...` — GraphiQL's and the viewer's vendored scripts and styles (no CDN).
 
@@ -55,6 +59,7 @@ from .export import EXPORT_PATH, ExportEndpoint
 from .host_check import HostAllowList
 from .http import GraphQLHTTP
 from .limits import BodySizeLimit
+from .mcp_endpoint import MCP_PATH, McpEndpoint
 from .pipeline import OperationPipeline
 from .principal import Authenticate
 from .schema import build_schema
@@ -73,14 +78,20 @@ BackgroundTask = Callable[[], Coroutine[Any, Any, Any]]
 
 
 async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
-    """Whether the mounted persistence (if any) answers a cheap call in time, and why not."""
+    """Whether the mounted persistence (if any) answers a cheap call in time and passes its
+    integrity probe (`probe_integrity()`, which then is that call), and why not."""
     backend = query.persistence
     if backend is None:
         return True, "no persistence mounted"
     ping = getattr(backend, "ping", None)
+    probe = getattr(backend, "probe_integrity", None)
     call = ping if callable(ping) else backend.list
+    problem: object = None
     try:
-        await asyncio.wait_for(call(), limit_s)
+        if callable(probe):  # it reads the database: it is the reachability check too
+            problem = await asyncio.wait_for(probe(), limit_s)
+        else:
+            await asyncio.wait_for(call(), limit_s)
     except TimeoutError:
         return False, f"persistence did not answer within {limit_s:g} s"
     except Exception as exc:  # the driver's text (host:port, SQL) goes to the log only
@@ -95,6 +106,10 @@ async def check_ready(query: SessionQuery, limit_s: float) -> tuple[bool, str]:
         )
         logger.debug("readiness check failure %s, traceback", cid, exc_info=exc)
         return False, f"persistence unreachable ({type(exc).__name__}; correlation id {cid})"
+    if problem is not None:  # what failed names sessions and seqs: the log's, not the answer's
+        cid = new_correlation_id()
+        logger.warning("integrity probe failed (correlation id %s): %s", cid, problem)
+        return False, f"persistence failed its integrity probe (correlation id {cid})"
     return True, "persistence reachable"
 
 
@@ -164,6 +179,7 @@ def create_app(
 
     endpoint = GraphQLHTTP(pipeline, graphiql_page=page if config.graphiql else None)
     websocket = GraphQLWebSocket(pipeline)
+    mcp = McpEndpoint(query, access, config.cors_origins)
     readiness_timeout = config.readiness_timeout
 
     async def healthz(request: Request) -> Response:
@@ -187,7 +203,8 @@ def create_app(
             for i, job in enumerate(background)
         ]
         try:
-            yield
+            async with mcp.lifespan():  # the MCP SDK's session manager runs for the app's life
+                yield
         finally:
             for task in tasks:
                 task.cancel()
@@ -202,6 +219,7 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         # the same caller rules as /graphql: the endpoint asks the pipeline's `access`
         Route(EXPORT_PATH, ExportEndpoint(pipeline), methods=["GET"]),
+        Route(MCP_PATH, mcp),  # asks `access` itself, per HTTP request (as the pipeline does)
     ]
     if config.expose_metrics:
         routes.append(Route("/metrics", MetricsEndpoint(metrics)))

@@ -35,6 +35,10 @@ DEFAULT_READINESS_TIMEOUT = 5.0
 DEFAULT_INIT_TIMEOUT = 10.0
 DEFAULT_MAX_SUBSCRIPTIONS = 10
 DEFAULT_SUBSCRIPTION_BUFFER = DEFAULT_TAIL_BUFFER
+DEFAULT_MAX_SUBSCRIPTIONS_SERVER = 1_000
+"""Subscriptions that may run at once on one server (every transport together)."""
+DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN = 100
+"""Subscriptions that may run at once for one token (one client address with auth off)."""
 DEFAULT_REAUTH_INTERVAL = 2.0
 """Seconds between the re-checks of a running subscription's credentials: a revoked or
 expired token stops its streams within this (plus one token read)."""
@@ -115,6 +119,9 @@ class GatewayConfig:
     * `connection_init_timeout` / `max_subscriptions_per_connection`: bounds of one
       graphql-transport-ws connection.
     * `reauth_interval`: how often a running subscription's credentials are checked.
+    * `max_subscriptions` / `max_subscriptions_per_token`: subscriptions running at once
+      on the server, and per token (per client address with auth off), every transport
+      together (past either: TOO_MANY_SUBSCRIPTIONS).
     * `allowed_hosts`: Host names served (None: any; see `gateway.server.host_check`).
     """
 
@@ -133,6 +140,8 @@ class GatewayConfig:
     max_subscriptions_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS
     reauth_interval: float = DEFAULT_REAUTH_INTERVAL
     allowed_hosts: tuple[str, ...] | None = None
+    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS_SERVER
+    max_subscriptions_per_token: int = DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN
     rate: tuple[RateLimitItem, ...] = field(init=False, default=(), repr=False, compare=False)
     """`rate_limit` parsed (empty when there is no limit)."""
 
@@ -148,6 +157,8 @@ class GatewayConfig:
         _positive_seconds("reauth_interval", self.reauth_interval)
         _positive_int("subscription_buffer", self.subscription_buffer)
         _positive_int("max_subscriptions_per_connection", self.max_subscriptions_per_connection)
+        _positive_int("max_subscriptions", self.max_subscriptions)
+        _positive_int("max_subscriptions_per_token", self.max_subscriptions_per_token)
         if isinstance(self.cors_origins, str):  # type: ignore[unreachable]
             raise ValueError("cors_origins must be a list of origins, not one string")
         self._set("cors_origins", check_origins(self.cors_origins))
@@ -174,6 +185,8 @@ __all__ = [
     "DEFAULT_MAX_COST",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_SUBSCRIPTIONS",
+    "DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN",
+    "DEFAULT_MAX_SUBSCRIPTIONS_SERVER",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_OPERATION_TIMEOUT",
     "DEFAULT_QUERY",

@@ -17,6 +17,7 @@ counts its bound times that:
 | `SessionTrace.descendants` | 50 |
 | `LineageNode.descendants` (each level of the nested tree multiplies) | 5 |
 | `LineageGraph.nodes` / `edges` | 200 |
+| `Query.nodes` (Relay refetch by ids) | its most ids, `MAX_NODE_IDS` (100) |
 | introspection lists (`types`, `fields`, `args`, ...) | what the schema holds (its averages) |
 | any other list | 100 |
 
@@ -61,6 +62,7 @@ from graphql import (
 from gateway.core.search import DEFAULT_SEARCH_LIMIT as DEFAULT_SEARCH_PAGE
 from gateway.core.search import MAX_SEARCH_LIMIT as MAX_SEARCH_PAGE
 
+from .types.node import MAX_NODE_IDS
 from .types.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 DEFAULT_LIST_BOUND = 100
@@ -78,6 +80,7 @@ UNPAGED_LIST_BOUNDS: dict[tuple[str, str], int] = {
     ("LineageGraph", "nodes"): 200,
     ("LineageGraph", "edges"): 200,
     ("EventSearchHit", "highlights"): 10,
+    ("Query", "nodes"): MAX_NODE_IDS,
 }
 
 CAP = 10**12

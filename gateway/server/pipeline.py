@@ -35,6 +35,7 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 
 from gateway.core import PersistenceBackend, SessionQuery
+from gateway.core.tail import ReplayGate
 from gateway.observability.metrics import GatewayMetrics
 
 from .access import Access
@@ -48,7 +49,7 @@ from .operation import ALL_OPERATION_TYPES, Answer, ErrorJSON, Frame, OperationR
 from .preparation import Prepared
 from .principal import Principal
 from .schema import GatewaySchema
-from .subscriptions import StreamRoot
+from .subscriptions import REPLAY_READERS, SlotKey, StreamRoot, SubscriptionSlots
 from .ticks import with_ticks
 
 OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
@@ -92,6 +93,10 @@ class OperationPipeline:
         self.cursors = CursorCodec(config.cursor_secret)
         self._backend_view = backend_view
         self._on_refused = on_refused
+        self.subscriptions = SubscriptionSlots(
+            config.max_subscriptions, config.max_subscriptions_per_token
+        )
+        self.replay_gate = ReplayGate(REPLAY_READERS)
 
     # -- the rules ----------------------------------------------------------------------
 
@@ -118,6 +123,12 @@ class OperationPipeline:
             self.count(refused.errors)
             self._refused_operation(request, refused)
             raise
+        if prepared.operation_type is OperationType.SUBSCRIPTION:
+            # checked here too so SSE can answer 429/503 before its stream; `stream` takes it
+            full = self.subscriptions.refusal(SlotKey.of(principal, request.caller.address))
+            if full is not None:
+                self.count(full.errors)
+                raise full
         return Admitted(request, principal, prepared)
 
     def _refused_operation(self, request: OperationRequest, refused: Refused) -> None:
@@ -183,7 +194,8 @@ class OperationPipeline:
 
     async def stream(self, admitted: Admitted) -> AsyncIterator[Frame]:
         """The operation's results as frames: one for a query, one per event for a
-        subscription (whose credentials are re-checked while it runs)."""
+        subscription (whose credentials are re-checked while it runs, and which holds
+        one of `subscriptions`' slots while it runs: past a cap, one `error` frame)."""
         if not admitted.is_subscription:
             answer = await self.execute(admitted)
             errors = answer.payload.get("errors", [])
@@ -192,6 +204,12 @@ class OperationPipeline:
                 if answer.request_error
                 else Frame("next", answer.payload)
             )
+            return
+        slot = SlotKey.of(admitted.principal, admitted.request.caller.address)
+        full = self.subscriptions.take(slot)
+        if full is not None:  # the caps: server-wide, per token / client address
+            self.count(full.errors)
+            yield Frame("error", errors=full.errors)
             return
         frames = self._subscription(admitted)
         every = self.config.reauth_interval if self.access.checks_credentials else None
@@ -210,15 +228,21 @@ class OperationPipeline:
                 if frame.kind == "error":
                     return
         finally:
-            await ticking.aclose()
-            await frames.aclose()
+            try:
+                await ticking.aclose()
+                await frames.aclose()
+            finally:
+                self.subscriptions.give_back(slot)
 
     async def _subscription(self, admitted: Admitted) -> AsyncGenerator[Frame, None]:
         request = admitted.request
         metrics = self.metrics
         context = self.context(admitted.principal, admitted.prepared)
         root = StreamRoot(
-            lambda: self.context(admitted.principal), self.config.subscription_buffer, metrics
+            lambda: self.context(admitted.principal),
+            self.config.subscription_buffer,
+            metrics,
+            self.replay_gate,
         )
         metrics.subscriptions_active.inc()
         try:

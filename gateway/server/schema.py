@@ -21,6 +21,7 @@ from .preparation import DocumentPreparer
 from .types.events import Event, EventConnection, EventTrace, ReadWindow
 from .types.filters import EventFilter, SessionFilter
 from .types.lineage import SessionTrace
+from .types.node import MAX_NODE_IDS, Node, resolve_node, resolve_nodes
 from .types.scalars import SCALAR_MAP, EventSurface, resolver
 from .types.search import (
     EventSearchConnection,
@@ -106,6 +107,22 @@ class Query:
     @resolver("How an event replaces and cites others, and is replaced/cited.")
     async def trace_event(self, info: Info, session_id: strawberry.ID, seq: int) -> EventTrace:
         return EventTrace.of(await info.context.trace_event(session_id, seq))
+
+    @resolver(
+        "The object with this node id (Relay), read exactly as its own field reads it: a "
+        "Session's id as `session(id:)`, an Event's as `event(sessionId:, seq:)`; null plus "
+        "that read's error when it is absent or out of the caller's scope."
+    )
+    async def node(self, info: Info, id: strawberry.ID) -> Node | None:
+        return await resolve_node(info.context, id)
+
+    @resolver(
+        f"The objects with these node ids, in order, each as `node(id:)` answers it (null "
+        f"plus an error at its index when missing); at most {MAX_NODE_IDS} ids, each "
+        "session loaded once."
+    )
+    async def nodes(self, info: Info, ids: list[strawberry.ID]) -> list[Node | None]:
+        return await resolve_nodes(info.context, ids)
 
     @resolver(
         "Sessions with an event whose text holds `query` as a phrase (SQLite FTS5 unicode61 "

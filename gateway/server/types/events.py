@@ -19,6 +19,7 @@ from gateway.core import results as core
 from gateway.core.event_filter import FilteredEvents
 
 from ..context import Context
+from .node import Node, event_node_id
 from .pagination import PageInfo
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
 
@@ -64,7 +65,13 @@ def _surface_op(op: Any) -> SurfaceOp | None:
         "surface and its relationships to other events."
     )
 )
-class Event:
+class Event(Node):
+    id: strawberry.ID = strawberry.field(
+        description=(
+            "Node id: the session id, a NUL (U+0000) and the seq in decimal; no session id "
+            "can hold a NUL, so it is unique across types. `node(id:)` fetches it again."
+        )
+    )
     session_id: strawberry.ID = strawberry.field(description="The session whose log holds it.")
     seq: int = strawberry.field(description="Zero-based position in the log.")
     type: str = strawberry.field(
@@ -145,6 +152,7 @@ class Event:
     @classmethod
     def wrap(cls, session_id: str, raw: SessionEvent, klass: CoreEventSurface | None) -> Event:
         return cls(
+            id=event_node_id(session_id, raw.seq),
             session_id=strawberry.ID(session_id),
             seq=raw.seq,
             type=raw.type,

@@ -26,6 +26,7 @@ from ..cursors import filter_digest
 from .events import Event, EventConnection, ReadWindow, event_connection
 from .filters import EventFilter, SessionFilter, to_event_filter, to_session_filter
 from .lineage import SessionTrace
+from .node import Node
 from .pagination import PageInfo, given, page_size
 from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
 from .titles import SessionTitle
@@ -109,8 +110,10 @@ async def events_page(
         "(in the database), or both, in which case the live header and log are reported."
     )
 )
-class Session:
-    id: strawberry.ID = strawberry.field(description="Session id.")
+class Session(Node):
+    id: strawberry.ID = strawberry.field(
+        description="Session id (also its node id: `node(id:)` fetches it again)."
+    )
     live: bool = strawberry.field(description="A live store holds it.")
     ref: strawberry.Private[SessionRef]
 
