@@ -38,6 +38,14 @@ On a loopback bind only requests whose Host header is localhost, 127.0.0.1,
 protection); --allowed-host adds names. --max-cost bounds the objects one
 operation may return (gateway.server.cost).
 
+Connections (gateway.server.connections, gateway.server.inflight): at most
+--max-in-flight HTTP requests are worked on at once (past it 503 SERVER_BUSY with
+Retry-After; /healthz is never refused); a connection must send its request
+headers within --header-timeout and is closed after --keep-alive-timeout idle; at
+most --max-connections are open (at most the file-descriptor limit less a reserve:
+one more is answered 503 and closed); an accept that fails for lack of descriptors
+is one log line per 10 s, with a count.
+
 Ctrl-C (SIGINT) and SIGTERM stop it gracefully: open WebSockets are closed, HTTP
 responses still streaming after a few seconds are dropped, the database
 connections are closed, and the exit status is 128 + the signal (130, 143).
@@ -64,7 +72,7 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,11 +80,17 @@ from gateway.commands import add_database_argument
 from gateway.commands.database import DatabaseRefused, check_serve_target, resolve
 from gateway.commands.serve_access import access_options, add_access_arguments, manifest_path
 from gateway.observability.logging import add_logging_arguments
-from gateway.server.config import DEFAULT_MAX_COST
+from gateway.server.config import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_COST,
+    DEFAULT_MAX_IN_FLIGHT,
+)
 
 if TYPE_CHECKING:
     from gateway.commands.database import ResolvedDatabase
-    from gateway.server.config import GatewayConfig
+    from gateway.server.config import ConnectionLimits, GatewayConfig
 
 logger = logging.getLogger("gateway.serve")
 
@@ -163,8 +177,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "$OTEL_EXPORTER_OTLP_ENDPOINT by default). Also on when $OTEL_TRACES_EXPORTER or "
         "$OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set; OTEL_SDK_DISABLED=true turns it off",
     )
+    add_connection_arguments(parser)
     add_access_arguments(parser)
     add_logging_arguments(parser)
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the connection limits (issue 20): in-flight requests, header and
+    idle timeouts, open connections."""
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="N",
+        help=f"HTTP requests worked on at once; past it 503 SERVER_BUSY with Retry-After "
+        f"(/healthz is never refused; an SSE stream counts until it starts; "
+        f"default {DEFAULT_MAX_IN_FLIGHT})",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection that has not sent complete request headers this long "
+        f"after it opened (or after a later request's first byte) (default "
+        f"{DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=DEFAULT_KEEP_ALIVE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"close a keep-alive connection idle this long after a response (default "
+        f"{DEFAULT_KEEP_ALIVE_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"open connections, HTTP and WebSocket (default {DEFAULT_MAX_CONNECTIONS:,}); "
+        "never more than the file-descriptor limit (ulimit -n) less those open at start "
+        "and a reserve of 256 (a quarter of a small limit); one more is answered 503 "
+        "SERVER_BUSY and closed",
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -263,6 +319,7 @@ def banner(
     database: str | None = None,
     tracing: str | None = None,
     demo_tokens: Sequence[tuple[str, tuple[str, ...], str]] = (),
+    limits: str | None = None,
 ) -> str:
     lines = [
         "",
@@ -289,6 +346,8 @@ def banner(
         lines.append("  Auth:      bearer tokens (`session-gateway token create` makes one)")
     if tracing is not None:
         lines.append(f"  Tracing:   {tracing}")
+    if limits is not None:
+        lines.append(f"  Limits:    {limits}")
     if demo:
         from gateway.demo import EXAMPLE_QUERIES
 
@@ -361,12 +420,38 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     secret = os.environ.get(ENV_CURSOR_SECRET)
     if secret:
         options["cursor_secret"] = secret
+    if type(args.max_in_flight) is not int or args.max_in_flight < 1:
+        raise ValueError(f"--max-in-flight must be a positive integer, got {args.max_in_flight}")
     try:
         return GatewayConfig(
-            limits=limits, allowed_hosts=allowed_hosts(args.host, args.allowed_host), **options
+            limits=limits,
+            allowed_hosts=allowed_hosts(args.host, args.allowed_host),
+            max_requests_in_flight=args.max_in_flight,
+            **options,
         )
     except ManifestError as exc:
         raise ValueError(f"--trusted-documents {manifest_path(args)}: {exc}") from None
+
+
+def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    """The connection limits from the flags; ValueError naming the option that is wrong."""
+    from gateway.server.config import ConnectionLimits
+
+    for flag, value in (
+        ("--header-timeout", args.header_timeout),
+        ("--keep-alive-timeout", args.keep_alive_timeout),
+    ):
+        if not value > 0 or value == float("inf"):
+            raise ValueError(f"{flag} must be a positive number of seconds, got {value:g}")
+    if args.max_connections < 1:
+        raise ValueError(
+            f"--max-connections must be a positive integer, got {args.max_connections}"
+        )
+    return ConnectionLimits(
+        header_timeout=args.header_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+        max_connections=args.max_connections,
+    )
 
 
 async def serve(
@@ -455,6 +540,19 @@ async def serve(
             tracer_provider=provider,
             background=background,
         )
+        from gateway.server.connections import (
+            AcceptErrorLog,
+            connection_cap,
+            fd_soft_limit,
+            gated_listener,
+            limited_protocol,
+            open_fds,
+        )
+
+        limits = connection_limits(args)
+        soft = fd_soft_limit()
+        cap = connection_cap(limits.max_connections, soft, open_fds())
+        protocol = limited_protocol(limits, cap)
         config = uvicorn.Config(
             app,
             host=args.host,
@@ -462,15 +560,35 @@ async def serve(
             log_level=args.log_level.lower(),
             log_config=None,  # configure_logging above owns the handlers and the format
             lifespan="on",
+            # h11 with a header timeout, a connection cap and our keep-alive timeout
+            # (uvicorn has the last only: gateway.server.connections says why)
+            http=protocol,
         )
         server = _stopping_server_class()(config)
+        loop = asyncio.get_running_loop()
+        AcceptErrorLog(loop, limits.log_interval).install(loop)
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
         port = sock.getsockname()[1]
+        shown_limits = (
+            f"{cap:,} connections (file descriptors: {soft:,}), "
+            f"{settings.max_requests_in_flight if settings else DEFAULT_MAX_IN_FLIGHT} "
+            f"requests in flight, headers within {limits.header_timeout:g} s, "
+            f"idle {limits.keep_alive_timeout:g} s"
+        )
         print(
-            banner(f"http://{host}:{port}", args.demo, mode, shown, tracing, demo_tokens),
+            banner(
+                f"http://{host}:{port}",
+                args.demo,
+                mode,
+                shown,
+                tracing,
+                demo_tokens,
+                limits=shown_limits,
+            ),
             flush=True,
         )
-        await server.serve(sockets=[sock])
+        # past the cap a connection is refused as it is accepted (no descriptor kept)
+        await server.serve(sockets=[gated_listener(sock, protocol.gate)])
         started = server.started
         stopped_by = server.stopped_by
     finally:
@@ -482,6 +600,24 @@ async def serve(
     return 0 if started else 1
 
 
+async def _finish_despite_cancel(work: Coroutine[Any, Any, Any]) -> None:
+    """Await `work` to its end even if this task is cancelled meanwhile, then re-raise.
+
+    On Ctrl-C uvicorn shuts down and raises SIGINT again, which asyncio.run turns into a
+    cancel of this task: closing the pool would stop half-way, and SQLAlchemy log an
+    ERROR traceback per pooled connection."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
+
+
 async def _close_backend(backend: Any) -> None:
     """Close the pooled connections inside the loop that opened them (closed later, by the
     garbage collector or `asyncio.run`'s cancelling, the pool logs a CancelledError)."""
@@ -489,7 +625,7 @@ async def _close_backend(backend: Any) -> None:
     if not callable(close):
         return
     try:
-        await close()
+        await _finish_despite_cancel(close())
     except Exception as exc:
         logger.warning("closing the database connections failed: %s: %s", type(exc).__name__, exc)
     else:
@@ -567,6 +703,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = gateway_config(args)  # checked before anything starts
+        connection_limits(args)
     except ValueError as exc:
         print(f"session-gateway serve: {exc}", file=sys.stderr)
         return 2

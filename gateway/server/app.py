@@ -58,6 +58,7 @@ from .errors import error_code, new_correlation_id
 from .export import EXPORT_PATH, ExportEndpoint
 from .host_check import HostAllowList
 from .http import GraphQLHTTP
+from .inflight import InFlightLimit
 from .limits import BodySizeLimit
 from .mcp_endpoint import MCP_PATH, McpEndpoint
 from .pipeline import OperationPipeline
@@ -244,6 +245,8 @@ def create_app(
             Middleware(RequestIdMiddleware),
             Middleware(HttpMetricsMiddleware, metrics=metrics),
             Middleware(SecurityHeaders),
+            # past the in-flight cap a 503 before any other work (/healthz never refused)
+            Middleware(InFlightLimit, max_in_flight=config.max_requests_in_flight),
             *([] if hosts is None else [Middleware(HostAllowList, allowed=hosts)]),
             Middleware(BodySizeLimit, max_bytes=limits.max_body_bytes),
             # /graphql is not behind this: the pipeline applies `access` per operation.

@@ -33,6 +33,9 @@ class GatewayCode(StrEnum):
     TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
     EXPORT_UNSUPPORTED = "EXPORT_UNSUPPORTED"
     """A log holding an event no artifact line can stand for (SPEC §15, `dsh_export`)."""
+    SERVER_BUSY = "SERVER_BUSY"
+    """503: the server is working on as many requests, or holds as many connections, as it
+    may (`gateway.server.inflight`, `gateway.server.connections`); retry after `Retry-After`."""
 
 
 GATEWAY_CODES: frozenset[str] = frozenset(code.value for code in GatewayCode)

@@ -42,6 +42,17 @@ DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN = 100
 DEFAULT_REAUTH_INTERVAL = 2.0
 """Seconds between the re-checks of a running subscription's credentials: a revoked or
 expired token stops its streams within this (plus one token read)."""
+DEFAULT_MAX_IN_FLIGHT = 64
+"""HTTP requests worked on at once (`/healthz` not counted); past it 503 SERVER_BUSY. One
+process on a few cores answers no faster with more, and each holds its answer's memory."""
+DEFAULT_HEADER_TIMEOUT = 10.0
+"""Seconds a connection has to send complete request headers (slowloris)."""
+DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
+"""Seconds an idle keep-alive connection is kept after a response (uvicorn's default)."""
+DEFAULT_MAX_CONNECTIONS = 4_096
+"""Open connections (HTTP and WebSocket); `serve` lowers it below the file-descriptor limit."""
+DEFAULT_LIMIT_LOG_INTERVAL = 10.0
+"""Seconds between two log lines about the same connection limit (with a count between)."""
 
 DEFAULT_QUERY = """\
 # Welcome to the session-query gateway. Run this with the ▶ button (Ctrl-Enter).
@@ -123,6 +134,9 @@ class GatewayConfig:
       on the server, and per token (per client address with auth off), every transport
       together (past either: TOO_MANY_SUBSCRIPTIONS).
     * `allowed_hosts`: Host names served (None: any; see `gateway.server.host_check`).
+    * `max_requests_in_flight`: HTTP requests worked on at once; past it 503
+      SERVER_BUSY with `Retry-After` (`gateway.server.inflight`; `/healthz` is never
+      refused, an SSE stream counts until it starts).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -140,6 +154,7 @@ class GatewayConfig:
     max_subscriptions_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS
     reauth_interval: float = DEFAULT_REAUTH_INTERVAL
     allowed_hosts: tuple[str, ...] | None = None
+    max_requests_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS_SERVER
     max_subscriptions_per_token: int = DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN
     rate: tuple[RateLimitItem, ...] = field(init=False, default=(), repr=False, compare=False)
@@ -157,6 +172,7 @@ class GatewayConfig:
         _positive_seconds("reauth_interval", self.reauth_interval)
         _positive_int("subscription_buffer", self.subscription_buffer)
         _positive_int("max_subscriptions_per_connection", self.max_subscriptions_per_connection)
+        _positive_int("max_requests_in_flight", self.max_requests_in_flight)
         _positive_int("max_subscriptions", self.max_subscriptions)
         _positive_int("max_subscriptions_per_token", self.max_subscriptions_per_token)
         if isinstance(self.cors_origins, str):  # type: ignore[unreachable]
@@ -178,12 +194,41 @@ class GatewayConfig:
         object.__setattr__(self, name, value)  # normalising a frozen instance once, here
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionLimits:
+    """What one connection may hold, below the app (`serve` gives them to uvicorn through
+    `gateway.server.connections`; an embedding host runs its own server).
+
+    * `header_timeout`: seconds from a connection's first byte (or its opening) to the end
+      of its request headers; past it the connection is closed.
+    * `keep_alive_timeout`: seconds an idle connection is kept after a response.
+    * `max_connections`: open connections; one more is answered 503 and closed at once.
+    * `log_interval`: at most one log line per interval for each limit, with a count.
+    """
+
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    log_interval: float = DEFAULT_LIMIT_LOG_INTERVAL
+
+    def __post_init__(self) -> None:
+        _positive_seconds("header_timeout", self.header_timeout)
+        _positive_seconds("keep_alive_timeout", self.keep_alive_timeout)
+        _positive_seconds("log_interval", self.log_interval)
+        _positive_int("max_connections", self.max_connections)
+
+
 __all__ = [
+    "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT",
+    "DEFAULT_LIMIT_LOG_INTERVAL",
     "DEFAULT_MAX_ALIASES",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_COST",
     "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_SUBSCRIPTIONS",
     "DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN",
     "DEFAULT_MAX_SUBSCRIPTIONS_SERVER",
@@ -193,6 +238,7 @@ __all__ = [
     "DEFAULT_READINESS_TIMEOUT",
     "DEFAULT_REAUTH_INTERVAL",
     "DEFAULT_SUBSCRIPTION_BUFFER",
+    "ConnectionLimits",
     "GatewayConfig",
     "Limits",
 ]

@@ -17,6 +17,8 @@
   `gateway.server.documents`): an unknown id is answered like a parse error.
 * A subscription whose request accepts `text/event-stream`, or a query whose
   request prefers it, streams as GraphQL over SSE (`gateway.server.sse`).
+* A client that goes away before its body ends (or while its answer is written) is
+  one INFO line, no traceback: nobody is left to answer, and nothing failed here.
 
 This module is wire framing only: it reads the request into an
 `OperationRequest` and writes the pipeline's answer back
@@ -28,10 +30,11 @@ response carries a stack trace (see `gateway.server.errors`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import Receive, Scope, Send
 from strawberry.types.graphql import OperationType
@@ -59,6 +62,8 @@ from .sse import DEFAULT_KEEPALIVE, event_stream
 _GET_TYPES = frozenset({OperationType.QUERY})
 _POST_TYPES = frozenset({OperationType.QUERY, OperationType.MUTATION})
 _STREAMED = frozenset({OperationType.SUBSCRIPTION})
+
+logger = logging.getLogger("gateway.server")
 
 
 class RequestError(Exception):
@@ -102,8 +107,11 @@ class GraphQLHTTP:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        response = await self.handle(request)
-        await response(scope, receive, send)
+        try:
+            response = await self.handle(request)
+            await response(scope, receive, send)
+        except ClientDisconnect:
+            logger.info("client disconnected before its %s request was answered", request.method)
 
     async def handle(self, request: Request) -> Response:
         accept = request.headers.get("accept")
