@@ -37,8 +37,9 @@ from gateway import SessionQuery, SessionStore, create_app
 from gateway.commands import serve as serve_command
 from gateway.core import SessionEvent, SessionHeader
 from gateway.persistence import SqlPersistence
-from gateway.server.budget import ResponseBudget
+from gateway.server.budget import AnswerBytes, ResponseBudget
 from gateway.server.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, Limits
+from gateway.server.errors import GatewayError
 from gateway.server.jsonwire import FAST_PATH_BYTES, _pieces, encode_answer, encode_text
 from tests.support.server import running_server
 from tests.test_graphql_helpers import codes
@@ -438,3 +439,46 @@ def test_lineage_lists_count_against_the_cost_limit_as_they_resolve() -> None:
     assert many.status_code == 400
     assert codes(many.json()) == ["QUERY_TOO_COSTLY"]
     assert "5000" in many.json()["errors"][0]["message"]
+
+
+# -- the server's bytes in flight -------------------------------------------------------
+
+
+def test_answers_built_at_once_share_the_servers_bytes_in_flight() -> None:
+    """Budgets of one app charge one `AnswerBytes`: past its limit the charge that tips it
+    is SERVER_BUSY, and what a budget held is given back when it is released."""
+    shared = AnswerBytes(1_000)
+    first = ResponseBudget(10_000, shared=shared)
+    second = ResponseBudget(10_000, shared=shared)
+    first.charge(600)
+    with pytest.raises(GatewayError) as busy:
+        second.charge(600)
+    assert busy.value.code == "SERVER_BUSY" and "1000 bytes" in busy.value.message
+    first.release()
+    second.release()
+    assert shared.held == 0
+    third = ResponseBudget(10_000, shared=shared)
+    third.charge(900)  # fits again once the others are done
+    third.reset()  # a subscription's next event gives back the last one's bytes
+    assert shared.held == 0
+
+
+def test_an_answer_past_the_bytes_in_flight_is_503_server_busy_and_gives_them_back(
+    serve: Any,
+) -> None:
+    """An answer bigger than what the server may hold at once is 503 SERVER_BUSY with
+    Retry-After; every answer, served or refused, gives its bytes back (a leak would
+    refuse the later answers that fit)."""
+    base = serve(max_response_bytes=10 << 20, max_response_bytes_in_flight=1 << 20)
+    big = " ".join(
+        f'a{i}: events(sessionId: "fat", first: 10) {{ nodes {{ data }} }}' for i in range(3)
+    )
+    for _ in range(3):
+        r = _post(base, "{ " + big + " }")  # about 2 MB: past the 1 MiB in flight
+        assert r.status_code == 503, r.text[:300]
+        assert r.headers["retry-after"] == "1"
+        assert [e["extensions"]["code"] for e in r.json()["errors"]] == ["SERVER_BUSY"]
+        for _ in range(3):
+            ok = _post(base, FAT_PAGE)  # about 640 KB: fits, again and again
+            assert ok.status_code == 200, ok.text[:300]
+            assert len(ok.json()["data"]["events"]["nodes"]) == 10

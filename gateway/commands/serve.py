@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -89,6 +90,7 @@ from gateway.server.config import (
     DEFAULT_MAX_COST,
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT,
 )
 
 if TYPE_CHECKING:
@@ -164,6 +166,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"refuse answers larger than N bytes, counted as they are built "
         f"(RESPONSE_TOO_LARGE; default ${ENV_MAX_RESPONSE_BYTES}, else "
         f"{DEFAULT_MAX_RESPONSE_BYTES:,} = {DEFAULT_MAX_RESPONSE_BYTES >> 20} MiB)",
+    )
+    parser.add_argument(
+        "--max-response-bytes-in-flight",
+        type=int,
+        default=DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT,
+        metavar="N",
+        help=f"bytes of all the answers being built at once, the server's memory for "
+        f"answers; past it 503 SERVER_BUSY with Retry-After (default "
+        f"{DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT:,} = "
+        f"{DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT >> 20} MiB)",
     )
     parser.add_argument(
         "--allowed-host",
@@ -427,6 +439,12 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
         limits = Limits(max_cost=args.max_cost, max_response_bytes=response_bytes)
     except ValueError:
         raise ValueError(f"--max-cost must be a positive integer, got {args.max_cost}") from None
+    in_flight = getattr(args, "max_response_bytes_in_flight", limits.max_response_bytes_in_flight)
+    if type(in_flight) is not int or in_flight < 1:
+        raise ValueError(
+            f"--max-response-bytes-in-flight must be a positive integer, got {in_flight!r}"
+        )
+    limits = dataclasses.replace(limits, max_response_bytes_in_flight=in_flight)
     if args.demo:
         from gateway.demo import DEFAULT_DEMO_QUERY
 

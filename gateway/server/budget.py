@@ -25,6 +25,13 @@ budget `tripped`: the pipeline then answers with that one error and no data,
 whatever partial result the executor assembled. Charges never exceed what the
 answer really holds, so an answer just under the budget is served in full.
 A subscription's budget is per event (`reset` after each one is written).
+
+Bytes are a server's memory, so one budget per answer does not bound them: eight
+answers built at once hold eight budgets. Every budget of one app also charges
+one shared `AnswerBytes` (`Limits.max_response_bytes_in_flight`): past it, the
+charge that tipped it fails with 503 SERVER_BUSY and `Retry-After` (the same
+answer can succeed when fewer are being built), and a budget gives back what it
+holds when its answer is done (`release`, in the pipeline's `finally`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,17 @@ from .jsonwire import FAST_PATH_BYTES, encode_text
 
 RESPONSE_TOO_LARGE = GatewayCode.RESPONSE_TOO_LARGE
 QUERY_TOO_COSTLY = GatewayCode.QUERY_TOO_COSTLY
+SERVER_BUSY = GatewayCode.SERVER_BUSY
+RETRY_AFTER_SECONDS = 1
+
+
+@dataclass(slots=True)
+class AnswerBytes:
+    """The bytes held by the answers one app is building at once (see the module
+    docstring); `limit` None: unbounded."""
+
+    limit: int | None = None
+    held: int = 0
 
 
 def _not_json(value: Any) -> Any:
@@ -75,6 +93,10 @@ class ResponseBudget:
     started: float = field(default_factory=time.thread_time)
     encoded: dict[int, tuple[Any, bytes]] = field(default_factory=dict)
     """Payloads encoded by `payload`, by `id` (the value is kept, so the id stays its own)."""
+    shared: AnswerBytes | None = None
+    """The app's bytes in flight, charged beside this budget (None: not counted)."""
+    holding: int = 0
+    """What this budget holds of `shared`."""
 
     # -- charges ---------------------------------------------------------------------
 
@@ -100,6 +122,8 @@ class ResponseBudget:
             self.spent += len(value) + 2
         if self.spent > limit:
             raise self.too_large()
+        if self.shared is not None:
+            self._hold(self.shared)
         return value
 
     def charge(self, n: int) -> None:
@@ -107,6 +131,35 @@ class ResponseBudget:
         self.spent += n
         if self.max_bytes is not None and self.spent > self.max_bytes:
             raise self.too_large()
+        if self.shared is not None:
+            self._hold(self.shared)
+
+    def _hold(self, shared: AnswerBytes) -> None:
+        """Charge the app's bytes in flight with what this budget spent since; past
+        their limit, SERVER_BUSY (the budget is marked tripped)."""
+        shared.held += self.spent - self.holding
+        self.holding = self.spent
+        if shared.limit is not None and shared.held > shared.limit and self.tripped is None:
+            self.tripped = GatewayError(
+                SERVER_BUSY,
+                f"the answers being built at once hold more than the server's limit of "
+                f"{shared.limit} bytes; retry in a moment, or ask for less",
+            )
+        if self.tripped is not None:
+            raise self.tripped
+
+    def release(self) -> None:
+        """Give back what this budget holds of the app's bytes in flight (its answer is
+        done: written, refused or abandoned)."""
+        if self.shared is not None:
+            self.shared.held -= self.holding
+        self.holding = 0
+        # The kept payload bytes go now, and the error's traceback with them: raised in a
+        # resolver, it holds the frames of the partial answer, and the budget holds it, a
+        # cycle that kept a refused answer's memory (tens of MB) until a full collection.
+        self.encoded.clear()
+        if self.tripped is not None:
+            self.tripped.__traceback__ = None
 
     def listed(self, n: int) -> None:
         """`n` objects returned by an unpaged list; GatewayError(QUERY_TOO_COSTLY) once
@@ -140,11 +193,18 @@ class ResponseBudget:
 
     def reset(self) -> None:
         """Start the budget again (a subscription's next event)."""
+        self.release()
         self.spent = 0
         self.objects = 0
         self.tripped = None
-        self.encoded.clear()
         self.started = time.thread_time()
 
 
-__all__ = ["QUERY_TOO_COSTLY", "RESPONSE_TOO_LARGE", "ResponseBudget"]
+__all__ = [
+    "QUERY_TOO_COSTLY",
+    "RESPONSE_TOO_LARGE",
+    "RETRY_AFTER_SECONDS",
+    "SERVER_BUSY",
+    "AnswerBytes",
+    "ResponseBudget",
+]

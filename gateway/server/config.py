@@ -32,6 +32,7 @@ DEFAULT_MAX_SELECTIONS = 1_000
 DEFAULT_MAX_SAME_NAME = 20
 DEFAULT_MAX_COST = 50_000
 DEFAULT_MAX_RESPONSE_BYTES = 64 << 20
+DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT = 64 << 20
 """Bytes one answer may hold (`gateway.server.budget`): a full page of 500 events of
 64 KB payloads is 32 MiB, so twice that passes, while eight such answers at once stay
 well under a gigabyte."""
@@ -99,6 +100,8 @@ class Limits:
     max_selections: int = DEFAULT_MAX_SELECTIONS
     max_same_name: int = DEFAULT_MAX_SAME_NAME
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_response_bytes_in_flight: int = DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT
+    """Bytes of all the answers being built at once (`gateway.server.budget.AnswerBytes`)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -111,6 +114,7 @@ class Limits:
             "max_selections",
             "max_same_name",
             "max_response_bytes",
+            "max_response_bytes_in_flight",
         ):
             _positive_int(name, getattr(self, name))
         _positive_seconds("operation_timeout", self.operation_timeout)
@@ -236,6 +240,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES_IN_FLIGHT",
     "DEFAULT_MAX_SUBSCRIPTIONS",
     "DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN",
     "DEFAULT_MAX_SUBSCRIPTIONS_SERVER",

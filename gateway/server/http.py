@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -159,7 +159,9 @@ class GraphQLHTTP:
             return event_stream(self.pipeline.stream(admitted), self.keepalive)
         answer = await self.pipeline.execute(admitted)
         status = request_error_status(accept) if answer.request_error else answer.status
-        return self._respond(status, media, answer.payload, method, body=answer.body)
+        return self._respond(
+            status, media, answer.payload, method, answer.headers, body=answer.body
+        )
 
     async def _page(self, request: Request, names_operation: bool, media: str) -> Response:
         """The GraphiQL page (no data in it, so no token needed), unless the URL names an
@@ -206,7 +208,7 @@ class GraphQLHTTP:
         media: str,
         payload: dict[str, Any],
         method: str,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         body: bytes | None = None,
     ) -> Response:
         """The response; `body` is the payload already written by the pipeline."""

@@ -150,6 +150,8 @@ class Answer:
     request_error: bool = False
     status: int = 200
     body: bytes | None = None
+    headers: Mapping[str, str] | None = None
+    """Headers the answer needs beside its status (`Retry-After` of a 503)."""
 
 
 @dataclass(frozen=True, slots=True)
