@@ -156,6 +156,8 @@ class Frame:
     kind: Literal["next", "error"]
     payload: dict[str, Any] = field(default_factory=dict)
     errors: list[ErrorJSON] = field(default_factory=list)
+    body: bytes | None = None
+    """A `next` frame's payload as JSON bytes, written within the budget (see `Answer`)."""
 
 
 __all__ = [
