@@ -411,6 +411,7 @@ class OperationPipeline:
                     payload: dict[str, Any] = {"data": result.data}
                     if errors:
                         payload["errors"] = errors
+                    self.metrics.subscription_executions.inc()
                     yield Frame("next", payload)
         except asyncio.CancelledError:
             raise
