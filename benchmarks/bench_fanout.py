@@ -5,7 +5,8 @@
 A uvicorn server in a child process serves `create_app` over a `SessionStore` whose
 live session an agent task appends to at `--rate` events/s for `--seconds` (exactly
 `rate * seconds` events, on an absolute schedule) once told to start. The parent
-opens N graphql-transport-ws connections (the `websockets` client), each subscribed
+opens N graphql-transport-ws connections (the `websockets` client, spread over
+`--client-processes` processes, default 4), each subscribed
 with one document and variables (`sessionEvents(sessionId: $id) { seq type data }`),
 and waits until every one has every event. Rounds: N = 1, 50, 100.
 
@@ -97,17 +98,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def one_round(
-    url: str, child: subprocess.Popen[str], sid: str, n: int, total: int
-) -> dict[str, Any]:
+async def clients(url: str, sid: str, n: int, total: int, ready: Any) -> dict[str, Any]:
+    """`n` subscribers in this process until each has `total` events; `ready()` once all
+    are subscribed."""
     from websockets.asyncio.client import connect
 
-    hist = [0] * BUCKETS
+    hist: dict[int, int] = {}
     seqs: list[list[int]] = [[] for _ in range(n)]
     opened = 0
-    all_open = asyncio.Event()
-    started = asyncio.Event()
-    done_at: list[float] = []
 
     async def client(k: int) -> None:
         nonlocal opened
@@ -118,39 +116,72 @@ async def one_round(
             await ws.send(json.dumps({"type": "subscribe", "id": "1", "payload": payload}))
             opened += 1
             if opened == n:
-                all_open.set()
+                ready()
             mine = seqs[k]
             while len(mine) < total:
-                raw = await asyncio.wait_for(ws.recv(), 30)
+                raw = await asyncio.wait_for(ws.recv(), 60)
                 now = time.time_ns()
                 message = json.loads(raw)
                 if message["type"] != "next" or not message["payload"].get("data"):
                     raise AssertionError(f"subscriber {k}: {message}")
                 event = message["payload"]["data"]["sessionEvents"]
                 mine.append(event["seq"])
-                lat = (now - event["data"]["t"]) // BUCKET_NS
-                hist[lat if lat < BUCKETS else BUCKETS - 1] += 1
-            done_at.append(time.perf_counter())
+                lat = min((now - event["data"]["t"]) // BUCKET_NS, BUCKETS - 1)
+                hist[lat] = hist.get(lat, 0) + 1
 
-    tasks = [asyncio.create_task(client(k)) for k in range(n)]
-    await asyncio.wait_for(all_open.wait(), 60)
-    await asyncio.sleep(0.5)  # every subscription started on the server
+    cpu0 = time.process_time()
+    results = await asyncio.gather(*(client(k) for k in range(n)), return_exceptions=True)
+    return {
+        "deliveries": sum(len(s) for s in seqs),
+        "in_order": sum(1 for s in seqs if s == list(range(total))),
+        "failures": [repr(r) for r in results if isinstance(r, BaseException)][:3],
+        "hist": hist,
+        "client_cpu_s": time.process_time() - cpu0,
+    }
+
+
+def client_process(url: str, sid: str, n: int, total: int, out: Any) -> None:
+    out.put(asyncio.run(clients(url, sid, n, total, lambda: out.put("ready"))))
+
+
+def one_round(
+    url: str, child: subprocess.Popen[str], sid: str, n: int, total: int, processes: int
+) -> dict[str, Any]:
+    """`n` subscribers spread over `processes` client processes (the clients' own CPU
+    must not be what delays them)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    shares = [n // processes + (1 if i < n % processes else 0) for i in range(processes)]
+    procs = [
+        context.Process(target=client_process, args=(url, sid, k, total, out)) for k in shares if k
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        assert out.get(timeout=120) == "ready"
+    time.sleep(0.5)  # every subscription started on the server
     assert child.stdin is not None
     cpu0 = cpu_seconds(child.pid)
     t0 = time.perf_counter()
     child.stdin.write(sid + "\n")
     child.stdin.flush()
-    started.set()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
+    parts = [out.get(timeout=total / 10 + 120) for _ in procs]
     cpu = cpu_seconds(child.pid) - cpu0
-    elapsed = (max(done_at) if done_at else time.perf_counter()) - t0
-    failures = [r for r in results if isinstance(r, BaseException)]
-    in_order = sum(1 for s in seqs if s == list(range(total)))
+    elapsed = time.perf_counter() - t0
+    for proc in procs:
+        proc.join(10)
+    hist = [0] * BUCKETS
+    for part in parts:
+        for i, count in part["hist"].items():
+            hist[i] += count
     return {
         "n": n,
-        "deliveries": sum(len(s) for s in seqs),
-        "in_order": in_order,
-        "failures": failures[:3],
+        "deliveries": sum(p["deliveries"] for p in parts),
+        "in_order": sum(p["in_order"] for p in parts),
+        "failures": [f for p in parts for f in p["failures"]][:3],
+        "client_cpu_s": sum(p["client_cpu_s"] for p in parts),
         "cpu_s": cpu,
         "elapsed_s": elapsed,
         "p50_ms": percentile(hist, 0.5),
@@ -159,11 +190,11 @@ async def one_round(
     }
 
 
-async def run(rate: int, seconds: float, rounds: list[int]) -> list[dict[str, Any]]:
+def run(rate: int, seconds: float, rounds: list[int], processes: int) -> list[dict[str, Any]]:
     total = int(rate * seconds)
     port = free_port()
     args = ["--rate", str(rate), "--seconds", str(seconds)]
-    child = subprocess.Popen(  # noqa: ASYNC220 - started once, before the clients
+    child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.bench_fanout", "--serve-child", str(port), *args],
         stdin=subprocess.PIPE,
         text=True,
@@ -175,11 +206,11 @@ async def run(rate: int, seconds: float, rounds: list[int]) -> list[dict[str, An
             with contextlib.suppress(OSError):
                 socket.create_connection(("127.0.0.1", port), 0.1).close()
                 break
-            await asyncio.sleep(0.1)
+            time.sleep(0.1)
         url = f"ws://127.0.0.1:{port}/graphql"
         for k, n in enumerate(rounds):
             # each round on its own session, made by the child at its start
-            out.append(await one_round(url, child, f"r{k}", n, total))
+            out.append(one_round(url, child, f"r{k}", n, total, processes))
     finally:
         if child.stdin:
             with contextlib.suppress(OSError):
@@ -195,6 +226,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", default="1,50,100")
     parser.add_argument("--quick", action="store_true", help="3 s rounds")
+    parser.add_argument("--client-processes", type=int, default=4)
     parser.add_argument("--serve-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -206,14 +238,15 @@ def main() -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min) at the start")
     total = int(args.rate * args.seconds)
-    results = asyncio.run(run(args.rate, args.seconds, rounds))
+    results = run(args.rate, args.seconds, rounds, args.client_processes)
     for r in results:
         print(
             f"[{r['n']:>3} subscribers] {total} events at {args.rate}/s: "
             f"{r['in_order']}/{r['n']} got all in order, {r['deliveries']:,} deliveries, "
             f"server CPU {r['cpu_s']:.2f} s ({r['cpu_s'] / max(r['deliveries'], 1) * 1e6:.0f} "
             f"µs/delivery), latency p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
-            f"max {r['max_ms']:.1f} ms" + (f", failures: {r['failures']}" if r["failures"] else "")
+            f"max {r['max_ms']:.1f} ms; clients' CPU {r['client_cpu_s']:.2f} s"
+            + (f", failures: {r['failures']}" if r["failures"] else "")
         )
     by_n = {r["n"]: r for r in results}
     if 1 in by_n and 50 in by_n:

@@ -24,6 +24,10 @@ What stays per subscriber (the pipeline's `stream` drives a `Member`):
 * its credentials (re-checked every `reauth_interval` by the pipeline, per
   member), its subscription slot, its metrics.
 
+The execution runs in a task of its own, started by its first member: its logs
+and its operation span (with tracing on) are that member's, and its budget is
+checked once per event for all (the same bytes for each).
+
 The execution ends when its stream does (every member gets the end) or when its
 last member leaves (its task is cancelled). Executions are found per event loop.
 """

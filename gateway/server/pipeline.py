@@ -14,7 +14,10 @@ token, operation, shape, cost and validation checks of the document
 `Admitted` operation or raises `Refused`. `execute` runs a query within the
 operation timeout and formats its one result; `stream` runs any operation as
 frames, and re-checks a subscription's credentials every `reauth_interval`
-seconds, so a revoked or expired token stops it with UNAUTHENTICATED. Errors are
+seconds, so a revoked or expired token stops it with UNAUTHENTICATED. Subscribers
+with the same document, variables, operation name and caller share one execution
+per event (`gateway.server.fanout`); each keeps its own position, buffer,
+credential checks and slot. Errors are
 formatted (`gateway.server.errors.format_error`) and counted in the metrics
 here, for answers and refusals alike.
 
@@ -368,6 +371,8 @@ class OperationPipeline:
         errors = payload.get("errors")
         if errors:
             self.count(errors)
+            if any(e.get("extensions", {}).get("code") == SUBSCRIPTION_LAGGED for e in errors):
+                self.metrics.subscription_lagged.inc()
         if payload.get("data") is not None:
             self.metrics.subscription_events.inc()
 
@@ -420,7 +425,7 @@ class OperationPipeline:
         root = StreamRoot(
             lambda: self.context(admitted.principal),
             self.config.subscription_buffer,
-            self.metrics,
+            None,  # lagging is counted per subscriber it is sent to (`_delivered`)
             self.replay_gate,
             executing=executing,
             stop_before=stop_before,
