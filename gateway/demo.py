@@ -706,6 +706,30 @@ class SimulatedAgent:
             yield ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}, None, None)
 
 
+# -- tokens for `serve --demo --auth tokens` ----------------------------------------------
+
+DEMO_TOKENS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("demo-all", ("all",)),
+    ("demo-release", ("cwd:/work/release",)),
+)
+"""The tokens `serve --demo --auth tokens` makes and prints: one that sees everything, one
+scoped to `/work/release` (`demo-orphan` and `demo-orphan-child`). The demo's database is
+temporary, so `token create` (which writes a real database) cannot make one for it."""
+
+
+class DemoTokenStore(Protocol):
+    async def create(self, name: str, grants: list[str]) -> tuple[Any, str]: ...
+
+
+async def create_demo_tokens(tokens: DemoTokenStore) -> list[tuple[str, tuple[str, ...], str]]:
+    """Make `DEMO_TOKENS` in the demo's database: `(name, grants, secret)` each."""
+    made = []
+    for name, grants in DEMO_TOKENS:
+        _, secret = await tokens.create(name, list(grants))
+        made.append((name, grants, secret))
+    return made
+
+
 # -- what to try in GraphiQL ------------------------------------------------------------
 
 EXAMPLE_QUERIES: dict[str, str] = {

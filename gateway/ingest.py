@@ -232,6 +232,22 @@ def _load_batch(
     return out
 
 
+def leading_refusals(
+    paths: Sequence[Path], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> list[FileReport]:
+    """The refusals of the files before the first one that would import (read, parsed and
+    validated as `import_paths` does), or of every file when none would: so a command
+    knows before it creates a new database whether the import would write anything.
+    Stops at the first good file, so a normal import reads one file twice."""
+    refused: list[FileReport] = []
+    for path in paths:
+        (loaded,) = _load_batch([path], max_line_bytes, with_terms=False)
+        if not isinstance(loaded, FileReport):
+            break
+        refused.append(loaded)
+    return refused
+
+
 def _process_pool(files: int) -> tuple[Executor | None, int]:
     """Worker processes for a big import and how many, or (None, 0): few files, one
     CPU, or no way to start processes here (then files are loaded in a thread)."""

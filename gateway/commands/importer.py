@@ -32,8 +32,10 @@ Exit status: 0 when no file was refused, 1 when any was, 2 on usage errors or
 when the database cannot be used at all.
 
 The database is --database, else $SESSION_GATEWAY_DATABASE_URL, else the
-embedded SQLite file, which is created and migrated on first use. A
-PostgreSQL database must be migrated first: session-gateway migrate --database URL.
+embedded SQLite file, which is created and migrated on first use. A SQLite
+file that does not exist yet is created only when some file would be
+imported: when every file is refused, nothing is created. A PostgreSQL
+database must be migrated first: session-gateway migrate --database URL.
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def format_summary(summary: ImportSummary, database: str | None = None) -> str:
 
 
 async def _import(args: argparse.Namespace) -> int:
-    from gateway.ingest import collect_files, import_paths
+    from gateway.ingest import ImportSummary, collect_files, import_paths, leading_refusals
     from gateway.persistence.errors import SchemaVersionError
     from gateway.persistence.sql import SqlPersistence
 
@@ -170,6 +172,13 @@ async def _import(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if db.path is not None and not db.path.exists():
+        # A new SQLite file is made only for an import that writes something.
+        refused = await asyncio.to_thread(leading_refusals, files, args.max_line_bytes)
+        if len(refused) == len(files):
+            print(format_summary(ImportSummary(refused)))
+            print(f"{prog}: every file was refused; {db.shown} was not created", file=sys.stderr)
+            return 1
     backend = SqlPersistence(db.url)
     try:
         try:

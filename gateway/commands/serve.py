@@ -13,13 +13,16 @@ SQLite file must exist and hold only the gateway's tables, unless --create
 (a typo would otherwise serve a new empty database). The banner shows the
 resolved location (the absolute path for SQLite). A database that does not
 answer at start gets a warning line; the gateway serves anyway and /readyz
-says 503 until it answers.
+says 503 until it answers. A database that answers with a schema this version
+cannot use (an unmigrated PostgreSQL database, one behind or ahead of this
+version) is refused with one line naming the `migrate` command to run (exit 2).
 
 --demo serves a demo corpus (forks, a missing parent, nested compactions, a
 tool-result rewrite, a session both live and persisted, and a live session a
 simulated agent keeps appending to) from a fresh temporary SQLite database,
 always: --demo with --database is refused, and $SESSION_GATEWAY_DATABASE_URL
-is not used.
+is not used. --demo --auth tokens makes two tokens in that database (one `all`,
+one `cwd:/work/release`) and prints them: `token create` writes another database.
 
 Access: with --auth tokens (or SESSION_GATEWAY_AUTH=tokens) /graphql, /mcp and
 /metrics need `Authorization: Bearer TOKEN`, a token made with `session-gateway
@@ -45,6 +48,10 @@ most --max-connections are open (at most the file-descriptor limit less a reserv
 one more is answered 503 and closed); an accept that fails for lack of descriptors
 is one log line per 10 s, with a count.
 
+Ctrl-C (SIGINT) and SIGTERM stop it gracefully: open WebSockets are closed, HTTP
+responses still streaming after a few seconds are dropped, the database
+connections are closed, and the exit status is 128 + the signal (130, 143).
+
 Tracing (OpenTelemetry, the `otel` extra): on with --otel, or when the standard
 environment asks for it ($OTEL_TRACES_EXPORTER other than `none`, or
 $OTEL_EXPORTER_OTLP_ENDPOINT / $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set);
@@ -60,12 +67,14 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import os
 import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Coroutine, Mapping
+import threading
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +95,8 @@ if TYPE_CHECKING:
     from gateway.commands.database import ResolvedDatabase
     from gateway.server.config import ConnectionLimits, GatewayConfig
 
+logger = logging.getLogger("gateway.serve")
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 ENV_CURSOR_SECRET = "SESSION_GATEWAY_CURSOR_SECRET"
@@ -98,6 +109,9 @@ OTEL_SWITCHES = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 )
 """Standard variables whose presence means "export traces" (besides $OTEL_TRACES_EXPORTER)."""
+STREAM_GRACE = 3.0
+"""Seconds a stop waits for open HTTP responses (event streams) before dropping them,
+well inside `docker stop`'s 10 s."""
 STARTUP_PROBE_TIMEOUT = 10.0
 """Seconds the start-up check waits for the database before warning and serving anyway."""
 
@@ -317,6 +331,7 @@ def banner(
     auth: str = "none",
     database: str | None = None,
     tracing: str | None = None,
+    demo_tokens: Sequence[tuple[str, tuple[str, ...], str]] = (),
     limits: str | None = None,
 ) -> str:
     lines = [
@@ -329,7 +344,18 @@ def banner(
     ]
     if database is not None:
         lines.append(f"  Database:  {database}")
-    if auth == "tokens":
+    if auth == "tokens" and demo:
+        lines += [
+            "  Auth:      bearer tokens; the demo made these two (send `Authorization: Bearer "
+            "TOKEN`):",
+            *(
+                f"             {secret}   ({name}: {' '.join(grants)})"
+                for name, grants, secret in demo_tokens
+            ),
+            "             The demo's database is temporary (removed on exit): `session-gateway "
+            "token create` writes another database, so its tokens are refused here.",
+        ]
+    elif auth == "tokens":
         lines.append("  Auth:      bearer tokens (`session-gateway token create` makes one)")
     if tracing is not None:
         lines.append(f"  Tracing:   {tracing}")
@@ -363,11 +389,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class SchemaRefused(Exception):
+    """The database answers but its schema is not this version's (unmigrated, behind, newer
+    or unknown): serving could never become ready without an operator, so `serve` refuses."""
+
+
 async def probe_database(backend: Any, shown: str) -> str | None:
     """None when the database answers (its schema checked, and for SQLite migrated) at
-    start, else the warning line to print; the gateway serves anyway (/readyz says 503)."""
+    start, else the warning line to print; the gateway serves anyway (/readyz says 503).
+    A database that answers with a schema this version cannot use raises SchemaRefused
+    (the message names the `migrate` command to run)."""
+    from gateway.persistence.errors import SchemaVersionError
+
     try:
         await asyncio.wait_for(backend.ensure_schema(), STARTUP_PROBE_TIMEOUT)
+    except SchemaVersionError as exc:
+        raise SchemaRefused(str(exc)) from None
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else ""
         detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
@@ -486,8 +523,13 @@ async def serve(
     raw_backend = _open_backend(url)
     backend = instrument_backend(raw_backend, metrics)
     started = False
+    stopped_by: int | None = None
     try:
-        warning = await probe_database(raw_backend, shown)
+        try:
+            warning = await probe_database(raw_backend, shown)
+        except SchemaRefused as exc:
+            print(f"session-gateway serve: {exc}", file=sys.stderr, flush=True)
+            return 2
         if warning:
             print(warning, file=sys.stderr, flush=True)
         store = SessionStore()
@@ -499,17 +541,28 @@ async def serve(
             demo = await load_demo(backend, store, agent_interval=args.agent_interval)
             background.append(demo.agent.run)
         authenticate = None
+        demo_tokens: list[tuple[str, tuple[str, ...], str]] = []
         mode = auth_mode(args) or "none"
         if mode == "tokens":
             from gateway.persistence.tokens import TokenError, TokenStore, load_token_key
             from gateway.server.auth import token_authenticator
 
-            try:
-                key = load_token_key()
-            except TokenError as exc:
-                print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
-                return 2
+            if args.demo:
+                # The demo's database is temporary: a key of its own, and its own tokens.
+                import secrets
+
+                key = secrets.token_hex(32).encode("ascii")
+            else:
+                try:
+                    key = load_token_key()
+                except TokenError as exc:
+                    print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
+                    return 2
             tokens = TokenStore(raw_backend, key)
+            if args.demo:
+                from gateway.demo import create_demo_tokens
+
+                demo_tokens = await create_demo_tokens(tokens)
             authenticate = token_authenticator(tokens)
             background.append(tokens.run_last_used_flusher)  # last_used_at, off the request path
         app = create_app(
@@ -544,7 +597,7 @@ async def serve(
             # (uvicorn has the last only: gateway.server.connections says why)
             http=protocol,
         )
-        server = uvicorn.Server(config)
+        server = _stopping_server_class()(config)
         loop = asyncio.get_running_loop()
         AcceptErrorLog(loop, limits.log_interval).install(loop)
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
@@ -556,19 +609,27 @@ async def serve(
             f"idle {limits.keep_alive_timeout:g} s"
         )
         print(
-            banner(f"http://{host}:{port}", args.demo, mode, shown, tracing, limits=shown_limits),
+            banner(
+                f"http://{host}:{port}",
+                args.demo,
+                mode,
+                shown,
+                tracing,
+                demo_tokens,
+                limits=shown_limits,
+            ),
             flush=True,
         )
         # past the cap a connection is refused as it is accepted (no descriptor kept)
         await server.serve(sockets=[gated_listener(sock, protocol.gate)])
         started = server.started
+        stopped_by = server.stopped_by
     finally:
-        close = getattr(backend, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                await _finish_despite_cancel(close())
+        await _close_backend(backend)
         if tmp is not None:
             tmp.cleanup()
+    if stopped_by is not None:
+        return 128 + stopped_by  # what a shell reports for that signal, after a clean stop
     return 0 if started else 1
 
 
@@ -588,6 +649,72 @@ async def _finish_despite_cancel(work: Coroutine[Any, Any, Any]) -> None:
     if cancelled:
         raise asyncio.CancelledError
     task.result()
+
+
+async def _close_backend(backend: Any) -> None:
+    """Close the pooled connections inside the loop that opened them (closed later, by the
+    garbage collector or `asyncio.run`'s cancelling, the pool logs a CancelledError)."""
+    close = getattr(backend, "close", None)
+    if not callable(close):
+        return
+    try:
+        await _finish_despite_cancel(close())
+    except Exception as exc:
+        logger.warning("closing the database connections failed: %s: %s", type(exc).__name__, exc)
+    else:
+        logger.info("database connections closed")
+
+
+def _stopping_server_class() -> type[Any]:
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        """uvicorn's server, except that a signal that stopped it is recorded rather than
+        raised again at the end of `serve()`: uvicorn re-raises it so the default handler
+        ends the process, which for SIGTERM kills it before the database is closed and for
+        SIGINT throws KeyboardInterrupt through the closing code. `serve` closes the backend,
+        then exits 128 + the signal."""
+
+        stopped_by: int | None = None
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            """uvicorn's graceful shutdown, except that connections still open after
+            `STREAM_GRACE` seconds are dropped: an event stream (SSE) of a live session
+            never ends by itself, and uvicorn would wait for its client forever. Dropping
+            the connection is a client disconnect to the app, which ends the stream."""
+
+            async def drop_streams() -> None:
+                await asyncio.sleep(STREAM_GRACE)
+                for connection in list(self.server_state.connections):
+                    transport = getattr(connection, "transport", None)
+                    if transport is not None and not transport.is_closing():
+                        transport.close()
+
+            dropping = asyncio.create_task(drop_streams())
+            try:
+                await super().shutdown(sockets)
+            finally:
+                dropping.cancel()
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.stopped_by is None:
+                self.stopped_by = sig
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            signals = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return StoppingServer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -643,9 +770,10 @@ def run(args: argparse.Namespace) -> int:
 def _exit_on_sigterm() -> None:
     """Make SIGTERM a SystemExit, so the spans still batched are flushed on `docker stop`.
 
-    uvicorn shuts down gracefully on SIGTERM and then raises it again under the handler
-    it found; the default one kills the process before any `finally` runs. Exit status
-    143 is what a shell reports for a kill by SIGTERM."""
+    While uvicorn serves, its handler (kept from re-raising by `StoppingServer`) stops
+    it gracefully; this one covers a SIGTERM before or after that (while the database
+    is probed or the demo loaded), which the default handler would turn into a kill
+    before any `finally` runs. Exit status 143 is what a shell reports for SIGTERM."""
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)

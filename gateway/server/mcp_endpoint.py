@@ -18,16 +18,20 @@ knows neither list, stays off.
 The SDK's session manager runs stateless with JSON answers: no MCP session is
 kept between requests (nothing is cached across requests, and a replica can
 answer any request), and a read-only tool has nothing to stream. It needs a
-task group for the app's lifetime, so the app's lifespan enters `lifespan()`;
-each lifespan makes a fresh manager (one can run only once). The SDK is imported
-there too, not with this module: it takes longer to import than the rest of the
-app, and an app that is never served (a test over ASGI, an embedding host's
-own mount) should not pay for it.
+task group for the app's lifetime; the app's lifespan enters `lifespan()`,
+but the SDK is imported and its manager started only at the first `/mcp`
+request, in a task of that lifespan (each lifespan makes a fresh manager: one
+can run only once). Importing the SDK costs seconds of CPU (more than the rest
+of the app), which `serve`'s start-up and every server that no agent calls
+should not pay; the import runs in a worker thread so the loop keeps serving
+while the first agent waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 MCP_PATH = "/mcp"
+_LOG = logging.getLogger(__name__)
 
 # The SDK's transport logs "Terminating session: None" at INFO for every stateless
 # request; the access log already has one line per request. A level set by the
@@ -68,22 +73,64 @@ class McpEndpoint:
         self.origins = tuple(cors_origins)
         self.tools = AgentTools(query)
         self._manager: StreamableHTTPSessionManager | None = None
+        self._serving = False  # inside the app's lifespan
+        self._started: asyncio.Future[StreamableHTTPSessionManager] | None = None
+        self._stop: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        """Run the SDK's session manager for as long as the app serves."""
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        """Allow the SDK's session manager to run for as long as the app serves
+        (started by the first `/mcp` request), and stop it with the app."""
+        self._serving = True
+        self._stop = asyncio.Event()
+        try:
+            yield
+        finally:
+            self._serving = False
+            self._stop.set()
+            if self._runner is not None:
+                await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = self._started = self._manager = None
 
-        from gateway.mcp import build_server
+    async def _manager_for_request(self) -> StreamableHTTPSessionManager | None:
+        """The running manager, started now if this is the first `/mcp` request."""
+        if self._manager is not None:
+            return self._manager
+        if not self._serving:
+            return None
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+            self._runner = asyncio.create_task(self._run(self._started))
+        try:
+            return await asyncio.shield(self._started)
+        except Exception:  # logged once by the runner's task; the caller answers 503
+            return None
 
-        server = build_server(self.tools, self._scope_of)
-        manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
+    async def _run(self, started: asyncio.Future[StreamableHTTPSessionManager]) -> None:
+        """Import the SDK (off the loop), run its manager until the lifespan ends."""
+        try:
+            module = await asyncio.to_thread(
+                importlib.import_module, "mcp.server.streamable_http_manager"
+            )
+            from gateway.mcp import build_server
+
+            server = build_server(self.tools, self._scope_of)
+            manager = module.StreamableHTTPSessionManager(
+                app=server, stateless=True, json_response=True
+            )
+            async with manager.run():
+                self._manager = manager
+                started.set_result(manager)
+                assert self._stop is not None
+                await self._stop.wait()
+        except Exception as exc:
+            _LOG.exception("the MCP endpoint could not start")
+            if not started.done():
+                started.set_exception(exc)
+                started.exception()  # retrieved: every waiter answers 503, not the loop's log
+        finally:
+            self._manager = None
 
     def _scope_of(self, ctx: ServerRequestContext[Any, Any]) -> GrantScope | None:
         """The scope of the request that carried this call: its principal's grants (None,
@@ -113,9 +160,12 @@ class McpEndpoint:
                 return
             if principal is not None:
                 attach_principal(scope, principal)
-        manager = self._manager
+        manager = await self._manager_for_request()
         if manager is None:
-            message = "/mcp is not running: serve the app with its lifespan on"
+            message = (
+                "/mcp is not running: the app is served without its lifespan, "
+                "or the MCP SDK failed to start (the log says why)"
+            )
             await send_error(scope, send, 503, simple_error(GatewayCode.INTERNAL_ERROR, message))
             return
         await manager.handle_request(scope, receive, send)

@@ -110,9 +110,9 @@ _PAGE = """<!doctype html>
           <ol id="search-results" class="session-list hits"
               aria-label="Sessions by best match"></ol>
           <div class="pager">
-            <button type="button" id="search-prev">&larr; Better</button>
+            <button type="button" id="search-prev" disabled>&larr; Better</button>
             <span id="search-page" class="muted"></span>
-            <button type="button" id="search-next">More &rarr;</button>
+            <button type="button" id="search-next" disabled>More &rarr;</button>
           </div>
         </div>
         <div id="list-view" class="list-view">
@@ -122,10 +122,11 @@ _PAGE = """<!doctype html>
                    placeholder="part of an id; Enter opens an exact id" />
           </form>
           <ul id="sessions-list" class="session-list" aria-label="Sessions, newest first"></ul>
+          <p id="sessions-empty" class="empty" role="status" hidden></p>
           <div class="pager">
-            <button type="button" id="sessions-prev">&larr; Newer</button>
+            <button type="button" id="sessions-prev" disabled>&larr; Newer</button>
             <span id="sessions-page" class="muted"></span>
-            <button type="button" id="sessions-next">Older &rarr;</button>
+            <button type="button" id="sessions-next" disabled>Older &rarr;</button>
           </div>
         </div>
       </section>
@@ -134,12 +135,22 @@ _PAGE = """<!doctype html>
           <h2 id="lineage-title">Lineage</h2>
           <span id="lineage-status" class="muted" role="status"></span>
           <span class="actions">
+            <span class="zoom" role="group" aria-label="Zoom the lineage">
+              <button type="button" id="lineage-zoom-out" title="Zoom out">&minus;</button>
+              <button type="button" id="lineage-fit"
+                      title="Fit the whole tree in the pane">Fit</button>
+              <button type="button" id="lineage-zoom-in" title="Zoom in">+</button>
+            </span>
             <a id="export-session" class="button" hidden
                title="This session as a dsh JSONL artifact">Export</a>
             <a id="export-tree" class="button" hidden
                title="This session and every descendant you can see, as a zip">+ descendants</a>
           </span>
         </div>
+        <p id="lineage-empty" class="empty">Select a session in the list (or type its id
+          under &ldquo;Filter by id&rdquo; and press Enter) to see its lineage here: the
+          sessions it was forked from and every fork of it. Drag to pan; &minus;, Fit and +
+          zoom.</p>
         <div id="lineage-view" class="lineage-view" tabindex="-1"></div>
       </section>
       <section id="timeline" class="panel" aria-labelledby="timeline-title">
@@ -152,6 +163,9 @@ _PAGE = """<!doctype html>
         <div class="lanes-head" aria-hidden="true">
           <span>seq</span><span>CURRENT</span><span>SHADOWED</span><span>LOG_ONLY</span>
         </div>
+        <p id="timeline-empty" class="empty">Select a session to see its surface here:
+          every event by seq in its lane (CURRENT, SHADOWED or LOG_ONLY), and an arrow from
+          each replacer to what it shadowed. Then click an event to open it.</p>
         <div id="timeline-view" class="timeline-view" tabindex="0" role="listbox"
              aria-label="Events by seq; arrow keys move, Enter opens"></div>
       </section>
@@ -174,7 +188,9 @@ _PAGE = """<!doctype html>
           <button type="button" id="event-search-more" class="more" hidden>More hits</button>
         </div>
         <div class="panel-head"><h2 id="detail-title">Event</h2></div>
-        <div id="event-detail" class="event-detail"><p class="muted">Select an event.</p></div>
+        <div id="event-detail" class="event-detail"><p class="empty">Select a session in the
+          list, then an event on its surface, to see the event's data, what it replaced and
+          what replaced it.</p></div>
         <div class="panel-head"><h2 id="surface-title">Current surface (model order)</h2></div>
         <ol id="surface-list" class="surface-list" aria-labelledby="surface-title"></ol>
       </aside>

@@ -5,11 +5,11 @@
 // button works.
 
 import { Api, ApiError } from "./api.js";
-import { arrowKeys, h, message, sessionLabel, when } from "./dom.js";
+import { arrowKeys, copyText, h, message, sessionLabel, when } from "./dom.js";
 import { downloadWithToken, exportName, exportUrl } from "./export.js";
 import { CURRENT, detectFeatures } from "./features.js";
 import { describe, sessionFilter } from "./filters.js";
-import { drawLineage } from "./lineage.js";
+import { LineageZoom, drawLineage } from "./lineage.js";
 import { tail } from "./live.js";
 import { EventSearch, SessionSearch } from "./search.js";
 import { Timeline } from "./timeline.js";
@@ -126,12 +126,10 @@ function setupAuth() {
     stopTail();
     state.generation++;
     $("sessions-list").replaceChildren();
+    disablePaging();
     sessionSearch.search("");
     eventSearch.open(null);
-    $("lineage-view").replaceChildren();
-    timeline.reset();
-    $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
-    $("surface-list").replaceChildren();
+    showNothingSelected();
     needToken("Token forgotten. Paste one to continue.");
   });
   if (!api.token) {
@@ -166,6 +164,7 @@ async function loadSessions({ quiet = false } = {}) {
     list.dataset.filter = JSON.stringify(filter);
   } catch (error) {
     if (ticket !== state.listTicket) return;
+    disablePaging();
     if (!handleAuth(error)) $("sessions-count").textContent = `Could not list sessions: ${message(error)}`;
   } finally {
     if (ticket === state.listTicket) {
@@ -182,7 +181,7 @@ function renderSessions(conn) {
     const meta = [when(s.header.createdAt), s.header.origin, s.header.cwd].filter(Boolean).join(" · ");
     const button = h(
       "button",
-      { type: "button", class: "session", "data-session-id": s.id, "aria-current": s.id === state.sessionId ? "true" : null, title: s.id },
+      { type: "button", class: "session", "data-session-id": s.id, "aria-current": s.id === state.sessionId ? "true" : null },
       sessionLabel(s),
       h(
         "span",
@@ -193,9 +192,21 @@ function renderSessions(conn) {
       ),
       h("span", { class: "meta" }, meta),
     );
-    return h("li", {}, button);
+    const copy = h(
+      "button",
+      { type: "button", class: "copy-id", "data-copy": s.id, title: "Copy the id", "aria-label": `Copy the id ${s.id}` },
+      "Copy id",
+    );
+    return h("li", { class: "session-row" }, button, copy);
   });
   list.replaceChildren(...items);
+  const empty = $("sessions-empty");
+  empty.hidden = conn.nodes.length > 0;
+  empty.textContent = state.filter
+    ? "No session matches these filters: change them, or Reset to see every session."
+    : state.pageIndex > 0
+      ? "No more sessions: go back with Newer."
+      : "No sessions yet. Import dsh JSONL artifacts with `session-gateway import PATH`, or try `session-gateway serve --demo`.";
   list.dataset.page = String(state.pageIndex);
   applyFilter();
   const from = state.pageIndex * PAGE_SIZE + (conn.nodes.length ? 1 : 0);
@@ -203,7 +214,7 @@ function renderSessions(conn) {
   $("sessions-page").textContent = `${from}–${state.pageIndex * PAGE_SIZE + conn.nodes.length}`;
   $("sessions-prev").disabled = state.pageIndex === 0;
   $("sessions-next").disabled = !conn.pageInfo.hasNextPage;
-  state.nextCursor = conn.pageInfo.endCursor;
+  state.nextCursor = conn.pageInfo.hasNextPage ? conn.pageInfo.endCursor : null;
   if (focusedId) list.querySelector(`[data-session-id="${CSS.escape(focusedId)}"]`)?.focus();
 }
 
@@ -213,6 +224,37 @@ function applyFilter() {
     const id = li.firstElementChild.dataset.sessionId.toLowerCase();
     li.hidden = Boolean(text) && !id.includes(text);
   }
+}
+
+function disablePaging() {
+  $("sessions-prev").disabled = true;
+  $("sessions-next").disabled = true;
+  state.nextCursor = null;
+}
+
+const SELECT_EVENT = "Select an event on the surface (click a row, or focus it and use the arrow keys and Enter) to see its data and trace.";
+const NOTHING_SELECTED =
+  "Select a session in the list, then an event on its surface, to see the event's data, what it replaced and what replaced it.";
+
+// No session open: every pane says what to do instead of staying blank.
+function showNothingSelected() {
+  document.title = "Session viewer";
+  $("lineage-title").textContent = "Lineage";
+  $("timeline-title").textContent = "Surface";
+  $("lineage-status").textContent = "";
+  $("timeline-status").textContent = "";
+  $("lineage-view").replaceChildren();
+  $("lineage-view").hidden = true;
+  delete $("lineage-view").dataset.state;
+  $("lineage-empty").hidden = false;
+  timeline.reset();
+  $("timeline-view").hidden = true;
+  $("timeline-empty").hidden = false;
+  for (const link of [$("export-session"), $("export-tree")]) link.hidden = true;
+  $("event-detail").replaceChildren(h("p", { class: "empty" }, NOTHING_SELECTED));
+  $("detail-title").textContent = "Event";
+  $("surface-list").replaceChildren();
+  eventSearch.open(null);
 }
 
 function markCurrent() {
@@ -225,6 +267,24 @@ function markCurrent() {
 function setupSessions() {
   const list = $("sessions-list");
   list.addEventListener("click", (event) => {
+    const copy = event.target.closest("button.copy-id");
+    if (copy) {
+      copyText(copy.dataset.copy).then(
+        () => {
+          copy.dataset.copied = copy.dataset.copy;
+          copy.textContent = "Copied";
+          setTimeout(() => {
+            copy.textContent = "Copy id";
+          }, 1500);
+        },
+        () => {
+          copy.textContent = "Select and copy";
+          const sid = copy.previousElementSibling?.querySelector(".sid");
+          if (sid) getSelection()?.selectAllChildren(sid);
+        },
+      );
+      return;
+    }
     const button = event.target.closest("button.session");
     if (button) openSession(button.dataset.sessionId);
   });
@@ -375,9 +435,13 @@ function openSession(id, { push = true, seq = null } = {}) {
   document.title = `${id} · Session viewer`;
   $("lineage-title").textContent = `Lineage of ${id}`;
   $("timeline-title").textContent = `Surface of ${id}`;
+  $("lineage-empty").hidden = true;
+  $("timeline-empty").hidden = true;
+  $("lineage-view").hidden = false;
+  $("timeline-view").hidden = false;
   showExport(id);
   eventSearch.open(id);
-  $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
+  $("event-detail").replaceChildren(h("p", { class: "empty" }, SELECT_EVENT));
   timeline.reset();
   // What the URL asks to see goes first; the rest waits for those answers so it
   // does not compete with them on the server.
@@ -400,6 +464,7 @@ async function loadLineage(id, generation) {
     performance.mark("ui:lineage-answer");
     const trace = data.traceSession;
     drawLineage(view, trace, id, (other) => openSession(other));
+    lineageZoom.drawn();
     const title = trace.graph.nodes.find((n) => n.id === id)?.title?.title;
     if (title) document.title = `${title} (${id}) · Session viewer`;
     performance.mark("ui:lineage-drawn");
@@ -676,6 +741,11 @@ function renderEvent(ev, around) {
 // -- wiring -------------------------------------------------------------------------------
 
 const timeline = new Timeline($("timeline-view"), { onOpen: (seq) => openEvent(seq) });
+const lineageZoom = new LineageZoom($("lineage-view"), {
+  fit: $("lineage-fit"),
+  zoomIn: $("lineage-zoom-in"),
+  zoomOut: $("lineage-zoom-out"),
+});
 
 const sessionSearch = new SessionSearch(
   api,
@@ -745,9 +815,12 @@ function applyUrl() {
   const { session, seq, q } = readUrl();
   if (q !== sessionSearch.query) sessionSearch.search(q);
   if (session === null) {
+    stopTail();
+    state.generation++;
     state.sessionId = null;
     state.seq = null;
     markCurrent();
+    showNothingSelected();
     return;
   }
   if (session !== state.sessionId) return openSession(session, { push: false, seq });
@@ -755,7 +828,7 @@ function applyUrl() {
     if (seq === null) {
       state.seq = null;
       timeline.select(null);
-      $("event-detail").replaceChildren(h("p", { class: "muted" }, "Select an event."));
+      $("event-detail").replaceChildren(h("p", { class: "empty" }, SELECT_EVENT));
     } else openEvent(seq, { push: false });
   }
 }

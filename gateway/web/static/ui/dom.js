@@ -39,6 +39,26 @@ export function sessionLabel(session) {
   );
 }
 
+// Put `text` on the clipboard: the Clipboard API where the page may use it, else a
+// selected hidden field and the copy command. Rejects when neither works.
+export async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return;
+  } catch {
+    // not a secure context, or no permission: the older way below
+  }
+  const field = h("textarea", { class: "copy-buffer", readonly: true, "aria-hidden": "true" });
+  field.value = text;
+  document.body.append(field);
+  try {
+    field.select();
+    if (!document.execCommand("copy")) throw new Error("copy refused");
+  } finally {
+    field.remove();
+  }
+}
+
 // ArrowUp/ArrowDown move the focus between the `selector` buttons of `list`.
 export function arrowKeys(list, selector) {
   list.addEventListener("keydown", (event) => {
