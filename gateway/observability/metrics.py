@@ -256,6 +256,13 @@ class GatewayMetrics:
             "Subscribers disconnected with SUBSCRIPTION_LAGGED (fell behind their buffer).",
             registry=r,
         )
+        self.subscription_executions = Counter(
+            "graphql_subscription_executions_total",
+            "Subscription results executed: once per event for all subscribers sharing one "
+            "execution (same session, document, variables and caller), plus a late joiner's "
+            "own replay.",
+            registry=r,
+        )
 
     # -- label bounding ---------------------------------------------------------
 

@@ -14,7 +14,10 @@ token, operation, shape, cost and validation checks of the document
 `Admitted` operation or raises `Refused`. `execute` runs a query within the
 operation timeout and formats its one result; `stream` runs any operation as
 frames, and re-checks a subscription's credentials every `reauth_interval`
-seconds, so a revoked or expired token stops it with UNAUTHENTICATED. Errors are
+seconds, so a revoked or expired token stops it with UNAUTHENTICATED. Subscribers
+with the same document, variables, operation name and caller share one execution
+per event (`gateway.server.fanout`); each keeps its own position, buffer,
+credential checks and slot. Errors are
 formatted (`gateway.server.errors.format_error`) and counted in the metrics
 here, for answers and refusals alike.
 
@@ -39,15 +42,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from graphql import FieldNode, OperationDefinitionNode
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 
 from gateway.core import PersistenceBackend, SessionQuery
-from gateway.core.tail import ReplayGate
+from gateway.core.tail import ReplayGate, TailLagged
 from gateway.observability.metrics import GatewayMetrics
 
 from .access import Access
@@ -64,12 +69,19 @@ from .context import Context, current_context
 from .cursors import CursorCodec
 from .documents import document_text
 from .errors import GatewayError, format_error, masked_error, simple_error
+from .fanout import Member, SharedExecution, SharedExecutions, SharingKey
 from .jsonwire import encode_answer
 from .operation import ALL_OPERATION_TYPES, Answer, ErrorJSON, Frame, OperationRequest, Refused
 from .preparation import Prepared
 from .principal import Principal
 from .schema import GatewaySchema
-from .subscriptions import REPLAY_READERS, SlotKey, StreamRoot, SubscriptionSlots
+from .subscriptions import (
+    REPLAY_READERS,
+    SUBSCRIPTION_LAGGED,
+    SlotKey,
+    StreamRoot,
+    SubscriptionSlots,
+)
 from .ticks import with_ticks
 
 OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
@@ -119,6 +131,7 @@ class OperationPipeline:
         self.answer_bytes = AnswerBytes(config.limits.max_response_bytes_in_flight)
         """The bytes of the answers being built at once, across every transport."""
         self.replay_gate = ReplayGate(REPLAY_READERS)
+        self.shared = SharedExecutions()
 
     # -- the rules ----------------------------------------------------------------------
 
@@ -267,40 +280,175 @@ class OperationPipeline:
             self.count(full.errors)
             yield Frame("error", errors=full.errors)
             return
-        frames = self._subscription(admitted)
-        every = self.config.reauth_interval if self.access.checks_credentials else None
-        ticking = with_ticks(frames, every)
         try:
-            async for frame in ticking:
-                if frame is None:  # time to check the credentials again
-                    try:
-                        await self.access.recheck(admitted.request.caller)
-                    except Refused as refused:
-                        self.count(refused.errors)
-                        yield Frame("error", errors=refused.errors)
+            async with contextlib.aclosing(self._member(admitted)) as frames:
+                async for frame in frames:
+                    yield frame
+                    if frame.kind == "error":
                         return
+        finally:
+            self.subscriptions.give_back(slot)
+
+    async def _member(self, admitted: Admitted) -> AsyncGenerator[Frame, None]:
+        """One subscriber's frames: its own replay when it joins a shared execution late,
+        then the shared frames (`gateway.server.fanout`), with its credentials re-checked
+        every `reauth_interval` and its buffer bounded."""
+        request = admitted.request
+        key = SharingKey.of(
+            admitted.prepared.text,
+            request.operation_name,
+            request.variables,
+            request.extensions,
+            admitted.principal,
+        )
+        member = self.shared.join(
+            key,
+            self.config.subscription_buffer,
+            lambda execution: self._execute_shared(admitted, execution),
+        )
+        metrics = self.metrics
+        every = self.config.reauth_interval if self.access.checks_credentials else None
+        given = _Given()
+        metrics.subscriptions_active.inc()
+        clock: _RecheckClock | None = None
+        try:
+            if member.handover is not None:  # late: its own replay up to the handover
+                private = self._subscription(
+                    admitted,
+                    stop_before=member.handover,
+                    executing=given.executing,
+                    starting=given.starting,
+                )
+                ticking = with_ticks(private, every)
+                try:
+                    async for frame in ticking:
+                        if frame is None:  # time to check the credentials again
+                            refused = await self._recheck(request)
+                            if refused is not None:
+                                yield refused
+                                return
+                            continue
+                        self._delivered(frame)
+                        yield frame
+                        if frame.kind == "error":
+                            return
+                        given.handed()
+                        if member.lagged:
+                            yield self._lagged(admitted, given.last, member)
+                            return
+                finally:
+                    await ticking.aclose()
+                    await private.aclose()
+            if every is not None:
+                clock = _RecheckClock(member, every)
+            queue = member.queue
+            while True:
+                if clock is not None and clock.due:
+                    refused = await self._recheck(request)
+                    if refused is not None:
+                        yield refused
+                        return
+                    clock.start()
+                if member.lagged:
+                    yield self._lagged(admitted, given.last, member)
+                    return
+                if not queue:
+                    await member.wait()
                     continue
+                item = member.take()
+                if item is None:  # the shared stream is over
+                    return
+                frame = item.frame
+                self._delivered(frame)
+                if item.seq is not None:
+                    given.last = item.seq
                 yield frame
                 if frame.kind == "error":
                     return
         finally:
-            try:
-                await ticking.aclose()
-                await frames.aclose()
-            finally:
-                self.subscriptions.give_back(slot)
+            if clock is not None:
+                clock.stop()
+            member.leave()
+            metrics.subscriptions_active.dec()
 
-    async def _subscription(self, admitted: Admitted) -> AsyncGenerator[Frame, None]:
+    async def _recheck(self, request: OperationRequest) -> Frame | None:
+        """The `error` frame that ends a subscription whose credentials no longer hold."""
+        try:
+            await self.access.recheck(request.caller)
+        except Refused as refused:
+            self.count(refused.errors)
+            return Frame("error", errors=refused.errors)
+        return None
+
+    def _delivered(self, frame: Frame) -> None:
+        """Count what one subscriber is sent: its errors, and the event."""
+        if frame.kind == "error":
+            self.count(frame.errors)
+            return
+        payload = frame.payload
+        errors = payload.get("errors")
+        if errors:
+            self.count(errors)
+            if any(e.get("extensions", {}).get("code") == SUBSCRIPTION_LAGGED for e in errors):
+                self.metrics.subscription_lagged.inc()
+        if payload.get("data") is not None:
+            self.metrics.subscription_events.inc()
+
+    def _lagged(self, admitted: Admitted, last: int | None, member: Member) -> Frame:
+        """SUBSCRIPTION_LAGGED for a member that fell more than its buffer behind."""
+        last_seq = last if last is not None else -1
+        self.metrics.subscription_lagged.inc()
+        error = simple_error(SUBSCRIPTION_LAGGED, str(TailLagged(last_seq, member.limit)))
+        error["path"] = [_root_key(admitted.prepared)]
+        error["extensions"]["lastSeq"] = last_seq
+        errors = [error]
+        self.count(errors)
+        return Frame(
+            "next", {"data": None, "errors": errors}, body=_json({"data": None, "errors": errors})
+        )
+
+    async def _execute_shared(self, admitted: Admitted, execution: SharedExecution) -> None:
+        """Run the operation once for every member of `execution`: each frame written
+        once as JSON (`Frame.body`) and offered to them all."""
+        frames = self._subscription(admitted, executing=execution.executing)
+        try:
+            async with contextlib.aclosing(frames):
+                async for frame in frames:
+                    if frame.kind == "next" and frame.body is None:
+                        frame = dataclasses.replace(frame, body=_json(frame.payload))
+                    execution.publish(frame)
+                    if frame.kind == "error":
+                        return
+                    await execution.paced()  # no further ahead than its fastest member
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: never a traceback to the client
+            errors = [masked_error(exc, "streaming a shared operation")]
+            execution.publish(Frame("next", {"errors": errors}, body=_json({"errors": errors})))
+        finally:
+            execution.finish()
+
+    async def _subscription(
+        self,
+        admitted: Admitted,
+        *,
+        executing: Callable[[int], None] | None = None,
+        stop_before: int | None = None,
+        starting: Callable[[int], None] | None = None,
+    ) -> AsyncGenerator[Frame, None]:
+        """The operation's frames, one execution (errors are counted by whoever
+        delivers them, per subscriber)."""
         request = admitted.request
-        metrics = self.metrics
         context = self.context(admitted.principal, admitted.prepared)
         root = StreamRoot(
             lambda: self.context(admitted.principal),
             self.config.subscription_buffer,
-            metrics,
+            None,  # lagging is counted per subscriber it is sent to (`_delivered`)
             self.replay_gate,
+            executing=executing,
+            stop_before=stop_before,
+            starting=starting,
         )
-        metrics.subscriptions_active.inc()
         try:
             results = await self.schema.stream(
                 admitted.prepared.text,
@@ -323,7 +471,6 @@ class OperationPipeline:
                     except StopAsyncIteration:
                         break
                     errors = [format_error(e) for e in result.errors or ()]
-                    self.count(errors)
                     if first and _never_ran(result):
                         yield Frame("error", errors=errors)
                         return
@@ -335,25 +482,20 @@ class OperationPipeline:
                     try:
                         budget.check()
                         body = await encode_answer(payload, budget)
-                    except GatewayError as exc:
-                        refused = [simple_error(exc.code, exc.message)]
-                        self.count(refused)
-                        yield Frame("error", errors=refused)
+                    except GatewayError as exc:  # counted per subscriber it is sent to
+                        yield Frame("error", errors=[simple_error(exc.code, exc.message)])
                         return
                     budget.reset()  # the next event has a budget of its own
-                    if result.data is not None:
-                        metrics.subscription_events.inc()
+                    self.metrics.subscription_executions.inc()
                     yield Frame("next", payload, body=body)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug: never a traceback to the client
             errors = [masked_error(exc, "streaming an operation")]
-            self.count(errors)
             yield Frame("next", {"errors": errors})
         finally:
             context.close()
             context.budget.release()
-            metrics.subscriptions_active.dec()
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -373,6 +515,70 @@ def _drop_tracebacks(result: ExecutionResult) -> None:
         original = error.original_error
         if original is not None:
             original.__traceback__ = None
+
+
+class _Given:
+    """The last seq a subscriber was handed (`last`), as its private replay reports it."""
+
+    __slots__ = ("_pending", "last")
+
+    def __init__(self) -> None:
+        self.last: int | None = None
+        self._pending: int | None = None
+
+    def starting(self, after: int) -> None:
+        if self.last is None:
+            self.last = after
+
+    def executing(self, seq: int) -> None:
+        self._pending = seq
+
+    def handed(self) -> None:
+        if self._pending is not None:
+            self.last, self._pending = self._pending, None
+
+
+class _RecheckClock:
+    """Due every `every` seconds (one timer per interval, none per event): wakes the
+    member so its credentials are checked even while no frame comes."""
+
+    __slots__ = ("_handle", "due", "every", "member")
+
+    def __init__(self, member: Member, every: float) -> None:
+        self.member = member
+        self.every = every
+        self.due = False
+        self._handle: asyncio.TimerHandle | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.due = False
+        self._handle = asyncio.get_running_loop().call_later(self.every, self._fire)
+
+    def _fire(self) -> None:
+        self.due = True
+        self.member.wake()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
+def _json(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _root_key(prepared: Prepared) -> str:
+    """The response key of the subscription's one root field (its alias or name)."""
+    for definition in prepared.document.definitions:
+        if isinstance(definition, OperationDefinitionNode) and (
+            prepared.operation_name is None
+            or (definition.name is not None and definition.name.value == prepared.operation_name)
+        ):
+            for selection in definition.selection_set.selections:
+                if isinstance(selection, FieldNode):
+                    return (selection.alias or selection.name).value
+    return "sessionEvents"
 
 
 def _never_ran(result: ExecutionResult) -> bool:

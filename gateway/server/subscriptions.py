@@ -146,6 +146,12 @@ class StreamRoot:
     buffer_size: int = DEFAULT_TAIL_BUFFER
     metrics: GatewayMetrics | None = None
     replay_gate: ReplayGate | None = None
+    executing: Callable[[int], None] | None = None
+    """Told each event's seq before its answer is executed (a shared execution's handover)."""
+    stop_before: int | None = None
+    """Stop before this seq: a late joiner's own replay, up to the shared execution's frames."""
+    starting: Callable[[int], None] | None = None
+    """Told the seq the stream starts after (`afterSeq`), once the session is found."""
 
 
 def _renew(context: Context, renew: Callable[[], Context], keep: object) -> None:
@@ -202,6 +208,13 @@ class Subscription:
                 await context.session(sid)
         replay_obs = context.obs
         renew = root.renew_context if root is not None else None
+        executing = root.executing if root is not None else None
+        stop = root.stop_before if root is not None else None
+        if root is not None and root.starting is not None:
+            root.starting(after)
+        if stop is not None and after + 1 >= stop:
+            replay_obs.close()
+            return
         items = tail_session(
             replay_obs,
             sid,
@@ -216,7 +229,12 @@ class Subscription:
                     async for item in items:
                         if root is not None:
                             _renew(context, root.renew_context, replay_obs)
+                        seq = item.event.seq
+                        if executing is not None:
+                            executing(seq)
                         yield Event.wrap(sid, item.event, item.surface)
+                        if stop is not None and seq + 1 >= stop:
+                            return  # the shared frames take over from `stop`
                 except TailLagged as exc:
                     if metrics is not None:
                         metrics.subscription_lagged.inc()

@@ -130,6 +130,12 @@ def _invalid(why: str) -> _Close:
     return _Close(4400, f"Invalid message received: {why}")
 
 
+def _next_head(op_id: str) -> str:
+    """A `next` message of `op_id` up to its payload: the payload's JSON, written once for
+    every subscriber of a shared execution, is spliced in after it (then `}`)."""
+    return json.dumps({"type": "next", "id": op_id}, ensure_ascii=False)[:-1] + ',"payload":'
+
+
 def read_message(text: str) -> ClientMessage:
     """The client message in `text`, checked against the protocol's shapes (else 4400)."""
     try:
@@ -198,11 +204,6 @@ class _Connection:
     async def send(self, message: ServerMessage) -> None:
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         await self.send_text(text)
-
-    async def send_next(self, op_id: str, body: bytes) -> None:
-        """A `next` message around a payload the pipeline already wrote as JSON."""
-        head = json.dumps({"type": "next", "id": op_id}, separators=(",", ":"))[:-1]
-        await self.send_text(f'{head},"payload":{body.decode("utf-8")}}}')
 
     async def send_text(self, text: str) -> None:
         async with self.send_lock:
@@ -321,14 +322,15 @@ class _Connection:
                 await self.send(Error(type="error", id=op_id, payload=refused.errors))
                 return
             frames = self.pipeline.stream(admitted)
+            head = _next_head(op_id)
             async with contextlib.aclosing(frames):  # type: ignore[type-var]
                 async for frame in frames:
                     if frame.kind == "error":
                         ended_by_error = True
                         await self.send(Error(type="error", id=op_id, payload=frame.errors))
                         return
-                    if frame.body is not None:
-                        await self.send_next(op_id, frame.body)
+                    if frame.body is not None:  # written once, maybe shared by subscribers
+                        await self.send_text(head + frame.body.decode() + "}")
                     else:
                         await self.send(Next(type="next", id=op_id, payload=frame.payload))
         except asyncio.CancelledError:
