@@ -81,6 +81,7 @@ EVENTS_SQL = (
     "SELECT seq, type, surface, data FROM events WHERE session_id = {p} "
     "ORDER BY session_id, surface, seq LIMIT 101"
 )
+WRK = ("wrk", "-t2", "-c32", "--timeout", "10s")
 WRK_LUA = """wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.body = {body}
@@ -243,6 +244,8 @@ async def build(url: str) -> None:
             outcomes = await db.import_many(items[start : start + 1000])
             if bad := [o for o in outcomes if isinstance(o, Exception)]:
                 raise RuntimeError(f"generated sessions not imported: {bad[0]}")
+        if url.startswith("postgresql"):  # fresh bulk-loaded tables: plan from real stats
+            await _pg_execute(url, "ANALYZE")
     finally:
         await db.close()
 
@@ -285,6 +288,16 @@ def make_tokens(url: str) -> dict[str, str]:
         ).strip()
         for kind, g in grants.items()
     }
+
+
+async def _pg_execute(url: str, sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 async def _pg_cwds(url: str) -> list[str | None]:
@@ -404,7 +417,7 @@ def wrk(server: Server, body: dict[str, Any], seconds: float, tmp: Path) -> Load
     script.write_text(WRK_LUA.format(body=json.dumps(json.dumps(body))))
     cpu = server.cpu_seconds()
     result = subprocess.run(
-        ["wrk", "-t2", "-c32", f"-d{seconds:g}s", "-s", str(script), server.url],
+        [*WRK, f"-d{seconds:g}s", "-s", str(script), server.url],
         capture_output=True,
         text=True,
     )
@@ -530,6 +543,11 @@ def measure(engine: str, url: str, quick: bool, tmp: Path) -> list[Row]:
             narrow = post(client, servers["auth"], sessions_body, tokens["cwd-1in97"])
             if len(narrow["data"]["sessions"]["nodes"]) != 50:
                 raise RuntimeError("the 1-in-97 token does not see a full page")
+
+            print(f"  {engine}: warm-up (every worker, pool and cache) ...", flush=True)
+            for name in ("gateway", "floor-a", "floor-b", "workers-2"):
+                wrk(servers[name], session_body, 1 if quick else 3, tmp)
+            wrk(servers["gateway"], events20, 1 if quick else 3, tmp)
 
             loads: dict[str, list[Load]] = {k: [] for k in ("gateway", "floor-a", "floor-b")}
             loads |= {"workers-2": [], "events20": []}
