@@ -481,6 +481,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.workers > 1 and not (hasattr(os, "fork") and hasattr(socket, "SO_REUSEPORT")):
+        print(
+            "session-gateway serve: --workers needs fork() and SO_REUSEPORT (Linux); "
+            "run one process per port behind a load balancer instead",
+            file=sys.stderr,
+        )
+        return 2
     if args.demo and args.database:
         print(
             "session-gateway serve: --demo always serves from a temporary database (so the "
@@ -662,6 +669,14 @@ def _run_workers(
     each gracefully (SIGTERM), a second one forces them (SIGINT); a worker that exits
     on its own stops the rest (a supervisor or orchestrator restarts the whole)."""
     n = args.workers
+    if auth_mode(args) == "tokens":  # checked once here, not once per worker
+        from gateway.persistence.tokens import TokenError, load_token_key
+
+        try:
+            load_token_key()
+        except TokenError as exc:
+            print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
+            return 2
     try:
         socks = bind_worker_sockets(args.host, args.port, n)
     except OSError as exc:
