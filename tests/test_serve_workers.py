@@ -211,3 +211,18 @@ def test_workers_below_one_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 2 and "--workers must be >= 1" in result.stderr
+
+
+def test_workers_check_the_token_key_once_before_forking(database: str, tmp_path: Path) -> None:
+    env = {**_env(tmp_path), "SESSION_GATEWAY_AUTH": "tokens"}
+    env.pop("SESSION_GATEWAY_TOKEN_KEY", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--database", database, "--workers", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("--auth tokens") == 1, result.stderr
+    assert "GraphiQL" not in result.stdout
