@@ -327,6 +327,7 @@ class Server:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    workers: int = 1
 
     @property
     def url(self) -> str:
@@ -353,10 +354,23 @@ class Server:
                 raise RuntimeError(f"{self.name} exited: {self.log_tail()}")
             try:
                 httpx.post(self.url, json={"query": "{__typename}"}, timeout=2)
-                return
+                if self.workers_listening() >= self.workers:
+                    return
             except httpx.HTTPError:
-                time.sleep(0.2)
+                pass
+            time.sleep(0.2)
         raise RuntimeError(f"{self.name} did not start: {self.log_tail()}")
+
+    def workers_listening(self) -> int:
+        """How many distinct workers answered /metrics on fresh connections (1 without
+        --workers): the rounds start only once every worker listens."""
+        if self.workers == 1:
+            return 1
+        seen = set()
+        for _ in range(20 * self.workers):
+            text = httpx.get(self.url.replace("/graphql", "/metrics"), timeout=2).text
+            seen.update(re.findall(r'^gateway_worker\{pid="(\d+)"', text, re.M))
+        return len(seen)
 
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-800:] if self.log else ""
@@ -392,9 +406,11 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def gateway_server(name: str, url: str, *extra: str, env: dict[str, str] | None = None) -> Server:
+def gateway_server(
+    name: str, url: str, *extra: str, env: dict[str, str] | None = None, workers: int = 1
+) -> Server:
     argv = ["-m", "gateway", "serve", "--database", url, "--port", "{port}"]
-    return Server(name, [*argv, "--log-level", "WARNING", *extra], env or {})
+    return Server(name, [*argv, "--log-level", "WARNING", *extra], env or {}, workers=workers)
 
 
 def floor_server(name: str, url: str) -> Server:
@@ -514,7 +530,7 @@ def measure(engine: str, url: str, quick: bool, tmp: Path) -> list[Row]:
         "gateway": gateway_server("gateway", url),
         "floor-a": floor_server("floor-a", url),
         "floor-b": floor_server("floor-b", url),
-        "workers-2": gateway_server("workers-2", url, "--workers", "2"),
+        "workers-2": gateway_server("workers-2", url, "--workers", "2", workers=2),
         "auth": gateway_server("auth", url, "--auth", "tokens", env=token_env),
     }
     session_body = {"query": SESSION_QUERY, "variables": {"id": PROBE_ID}}
