@@ -59,6 +59,14 @@ OTEL_SDK_DISABLED=true keeps it off whatever else says. The SDK reads the rest o
 its OTEL_* variables itself (gateway.observability.tracing.provider_from_env).
 --otel without the extra is refused; the environment alone without it gets a
 warning line and no tracing.
+
+--workers N runs N worker processes on the one port, for deployments whose live
+stores are not in the serving process (persisted-only; the container image):
+the parent binds N SO_REUSEPORT sockets, migrates once, forks the workers and
+supervises them (SIGINT/SIGTERM stop them all; one worker exiting stops the
+rest). Each worker opens its own database engine, keeps its own /metrics
+(`gateway_worker{worker,pid}` names it) and flushes token last-used times
+itself. Live stores (--demo) are single-process: asking for both is refused.
 """
 
 from __future__ import annotations
@@ -203,6 +211,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "$OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is set; OTEL_SDK_DISABLED=true turns it off",
     )
     add_connection_arguments(parser)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve from N worker processes sharing the port (persisted sessions only; "
+        "refused with --demo, whose live store is single-process; default 1)",
+    )
     add_access_arguments(parser)
     add_logging_arguments(parser)
 
@@ -512,7 +528,10 @@ async def serve(
     provider: Any = None,
     tracing: str | None = None,
     settings: GatewayConfig | None = None,
+    worker: int | None = None,
 ) -> int:
+    """Serve until told to stop. As worker `worker` of `--workers N` the parent has
+    already probed (and migrated) the database and printed the banner."""
     import uvicorn
 
     from gateway.core import SessionQuery, SessionStore
@@ -529,6 +548,8 @@ async def serve(
 
         handler.addFilter(TraceIdFilter())  # JSON lines inside a span name its trace
     metrics = GatewayMetrics()
+    if worker is not None:
+        name_worker(metrics, worker)
 
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if db is not None:
@@ -543,11 +564,13 @@ async def serve(
     started = False
     stopped_by: int | None = None
     try:
-        try:
-            warning = await probe_database(raw_backend, shown)
-        except SchemaRefused as exc:
-            print(f"session-gateway serve: {exc}", file=sys.stderr, flush=True)
-            return 2
+        warning = None
+        if worker is None:  # the parent of workers probed (and migrated) once for them all
+            try:
+                warning = await probe_database(raw_backend, shown)
+            except SchemaRefused as exc:
+                print(f"session-gateway serve: {exc}", file=sys.stderr, flush=True)
+                return 2
         if warning:
             print(warning, file=sys.stderr, flush=True)
         store = SessionStore()
@@ -626,18 +649,19 @@ async def serve(
             f"requests in flight, headers within {limits.header_timeout:g} s, "
             f"idle {limits.keep_alive_timeout:g} s"
         )
-        print(
-            banner(
-                f"http://{host}:{port}",
-                args.demo,
-                mode,
-                shown,
-                tracing,
-                demo_tokens,
-                limits=shown_limits,
-            ),
-            flush=True,
-        )
+        if worker is None:  # the parent of workers printed the banner for them all
+            print(
+                banner(
+                    f"http://{host}:{port}",
+                    args.demo,
+                    mode,
+                    shown,
+                    tracing,
+                    demo_tokens,
+                    limits=shown_limits,
+                ),
+                flush=True,
+            )
         # past the cap a connection is refused as it is accepted (no descriptor kept)
         await server.serve(sockets=[gated_listener(sock, protocol.gate)])
         started = server.started
@@ -758,6 +782,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"session-gateway serve: {exc}", file=sys.stderr)
         return 2
+    if args.workers < 1:
+        print(f"session-gateway serve: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    if args.workers > 1 and (live := live_store_option(args)) is not None:
+        print(
+            f"session-gateway serve: --workers {args.workers} with {live} is refused: live "
+            "stores are single-process (a worker would see only its own appends). Drop "
+            "--workers, or serve persisted sessions only",
+            file=sys.stderr,
+        )
+        return 2
+    if args.workers > 1 and not (hasattr(os, "fork") and hasattr(socket, "SO_REUSEPORT")):
+        print(
+            "session-gateway serve: --workers needs fork() and SO_REUSEPORT (Linux); "
+            "run one process per port behind a load balancer instead",
+            file=sys.stderr,
+        )
+        return 2
     if args.demo and args.database:
         print(
             "session-gateway serve: --demo always serves from a temporary database (so the "
@@ -811,6 +853,9 @@ def _run(
     except DatabaseRefused as exc:
         print(f"session-gateway serve: {exc}", file=sys.stderr)
         return 2
+    if args.workers > 1:
+        assert db is not None  # live-store modes (--demo) were refused with --workers
+        return _run_workers(args, db, provider, tracing, settings)
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
@@ -824,3 +869,198 @@ def _run(
         return asyncio.run(serve(args, db, sock, provider, tracing, settings))
     finally:
         sock.close()
+
+
+# -- worker processes (--workers N) ---------------------------------------------------
+
+
+def live_store_option(args: argparse.Namespace) -> str | None:
+    """The option asking for a live store in the serving process (single-process only)."""
+    return "--demo" if args.demo else None
+
+
+def name_worker(metrics: Any, worker: int) -> None:
+    """`gateway_worker{worker,pid} 1` on this worker's own /metrics: which process answered."""
+    from prometheus_client import Gauge
+
+    gauge = Gauge(
+        "gateway_worker",
+        "This worker process of serve --workers (metrics are per worker).",
+        ("worker", "pid"),
+        registry=metrics.registry,
+    )
+    gauge.labels(str(worker), str(os.getpid())).set(1)
+
+
+def bind_worker_sockets(host: str, port: int, n: int) -> list[socket.socket]:
+    """N listening sockets on one port with SO_REUSEPORT, one per worker, all bound here
+    so a busy port fails before the banner. The kernel spreads new connections over
+    them by hash; a single shared socket would let whichever worker wakes first accept
+    a whole burst of keep-alive connections and leave the other cores idle."""
+    bare = host.strip("[]")
+    infos = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:  # SO_REUSEPORT would share a busy
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # port with another
+        probe.bind(address)  # serve of ours; a plain bind fails on it as it should
+        address = probe.getsockname()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+            address = sock.getsockname()  # port 0: the rest join the port the first got
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+def _probe_once(db: ResolvedDatabase) -> None:
+    """Probe (and for SQLite migrate) once in the parent, so workers never race a migration."""
+
+    async def probe() -> None:
+        backend = _open_backend(str(db.url))
+        try:
+            warning = await probe_database(backend, db.shown)  # SchemaRefused: the caller's
+            if warning:
+                print(warning, file=sys.stderr, flush=True)
+        finally:
+            await backend.close()
+
+    asyncio.run(probe())
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this worker if the parent dies (even by SIGKILL): no orphans."""
+    import ctypes
+
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _worker_main(
+    args: argparse.Namespace,
+    db: ResolvedDatabase,
+    sock: socket.socket,
+    provider: Any,
+    tracing: str | None,
+    settings: GatewayConfig,
+    worker: int,
+    parent: int,
+) -> int:
+    """One worker, in the forked child: its own loop, engine and metrics. The parent
+    forwards the stop signal; uvicorn re-raises it after its graceful shutdown, so the
+    handler it finds here ignores it (the spans still batched are flushed below)."""
+    os.setpgid(0, 0)  # Ctrl-C reaches the parent only; it stops each worker once
+    _die_with_parent()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda signum, frame: None)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    if os.getppid() != parent:
+        return 1
+    try:
+        return asyncio.run(serve(args, db, sock, provider, tracing, settings, worker=worker))
+    finally:
+        if provider is not None:
+            provider.shutdown()
+
+
+def _run_workers(
+    args: argparse.Namespace,
+    db: ResolvedDatabase,
+    provider: Any,
+    tracing: str | None,
+    settings: GatewayConfig,
+) -> int:
+    """Fork `args.workers` workers and supervise them: the first SIGINT/SIGTERM stops
+    each gracefully (SIGTERM), a second one forces them (SIGINT); a worker that exits
+    on its own stops the rest (a supervisor or orchestrator restarts the whole)."""
+    n = args.workers
+    if auth_mode(args) == "tokens":  # checked once here, not once per worker
+        from gateway.persistence.tokens import TokenError, load_token_key
+
+        try:
+            load_token_key()
+        except TokenError as exc:
+            print(f"session-gateway serve: --auth tokens: {exc}", file=sys.stderr)
+            return 2
+    try:
+        socks = bind_worker_sockets(args.host, args.port, n)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(
+            f"session-gateway serve: cannot listen on {args.host}:{args.port}: {reason.lower()}",
+            file=sys.stderr,
+        )
+        return 1
+    pids: dict[int, int] = {}
+    stops = 0
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stops
+        stops += 1
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM if stops == 1 else signal.SIGINT)
+
+    try:
+        try:
+            _probe_once(db)
+        except SchemaRefused as exc:
+            print(f"session-gateway serve: {exc}", file=sys.stderr, flush=True)
+            return 2
+        mode = auth_mode(args) or "none"
+        host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
+        base = f"http://{host}:{socks[0].getsockname()[1]}"
+        text = banner(base, False, mode, db.shown, tracing)
+        print(text.rstrip("\n") + f"\n  Workers:   {n} processes\n", flush=True)
+        parent = os.getpid()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            for worker, sock in enumerate(socks):
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        for other in socks:
+                            if other is not sock:
+                                other.close()
+                        code = _worker_main(
+                            args, db, sock, provider, tracing, settings, worker, parent
+                        )
+                    except BaseException:
+                        import traceback
+
+                        traceback.print_exc()
+                    finally:
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                        os._exit(code)
+                pids[pid] = worker
+            signal.signal(signal.SIGINT, stop)
+            signal.signal(signal.SIGTERM, stop)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        for sock in socks:
+            sock.close()
+        status = 0
+        while pids:
+            pid, wait_status = os.waitpid(-1, 0)
+            if pids.pop(pid, None) is None:
+                continue
+            code = os.waitstatus_to_exitcode(wait_status)
+            if code != 0 and not (stops and code < 0):
+                status = status or 1
+            if not stops:  # a worker went away by itself: stop the others
+                stop(signal.SIGTERM, None)
+                status = status or 1
+        return status
+    finally:
+        for sock in socks:
+            sock.close()
