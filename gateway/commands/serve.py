@@ -33,7 +33,9 @@ something in front of the gateway authenticates).
 On a loopback bind only requests whose Host header is localhost, 127.0.0.1,
 [::1] or the bind address are served (421 otherwise: DNS-rebinding
 protection); --allowed-host adds names. --max-cost bounds the objects one
-operation may return (gateway.server.cost).
+operation may return (gateway.server.cost); --max-response-bytes (or
+$SESSION_GATEWAY_MAX_RESPONSE_BYTES) the bytes of one answer
+(gateway.server.budget: RESPONSE_TOO_LARGE past it).
 
 Connections (gateway.server.connections, gateway.server.inflight): at most
 --max-in-flight HTTP requests are worked on at once (past it 503 SERVER_BUSY with
@@ -78,6 +80,7 @@ from gateway.server.config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_COST,
     DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_RESPONSE_BYTES,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +91,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 ENV_CURSOR_SECRET = "SESSION_GATEWAY_CURSOR_SECRET"
 ENV_AUTH = "SESSION_GATEWAY_AUTH"
+ENV_MAX_RESPONSE_BYTES = "SESSION_GATEWAY_MAX_RESPONSE_BYTES"
 AUTH_MODES = ("none", "tokens")
 OTEL_EXTRA = "pip install 'session-query-gateway[otel]'"
 OTEL_SWITCHES = (
@@ -138,6 +142,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"refuse operations estimated to return more than N objects "
         f"(QUERY_TOO_COSTLY; default {DEFAULT_MAX_COST:,})",
+    )
+    parser.add_argument(
+        "--max-response-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"refuse answers larger than N bytes, counted as they are built "
+        f"(RESPONSE_TOO_LARGE; default ${ENV_MAX_RESPONSE_BYTES}, else "
+        f"{DEFAULT_MAX_RESPONSE_BYTES:,} = {DEFAULT_MAX_RESPONSE_BYTES >> 20} MiB)",
     )
     parser.add_argument(
         "--allowed-host",
@@ -386,8 +399,9 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     from gateway.server.documents import ManifestError
 
     options = access_options(args)
+    response_bytes = max_response_bytes(args)
     try:
-        limits = Limits(max_cost=args.max_cost)
+        limits = Limits(max_cost=args.max_cost, max_response_bytes=response_bytes)
     except ValueError:
         raise ValueError(f"--max-cost must be a positive integer, got {args.max_cost}") from None
     if args.demo:
@@ -429,6 +443,25 @@ def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
         keep_alive_timeout=args.keep_alive_timeout,
         max_connections=args.max_connections,
     )
+
+
+def max_response_bytes(args: argparse.Namespace) -> int:
+    """--max-response-bytes, else $SESSION_GATEWAY_MAX_RESPONSE_BYTES, else the default;
+    ValueError naming the option (or the variable) when it is not a positive integer."""
+    given: Any = getattr(args, "max_response_bytes", None)
+    name = "--max-response-bytes"
+    if given is None:
+        raw = os.environ.get(ENV_MAX_RESPONSE_BYTES, "").strip()
+        if not raw:
+            return DEFAULT_MAX_RESPONSE_BYTES
+        name = f"${ENV_MAX_RESPONSE_BYTES}"
+        try:
+            given = int(raw.replace("_", ""))
+        except ValueError:
+            given = raw
+    if type(given) is not int or given < 1:
+        raise ValueError(f"{name} must be a positive integer, got {given!r}")
+    return given
 
 
 async def serve(

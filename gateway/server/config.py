@@ -31,6 +31,10 @@ DEFAULT_MAX_FIELDS = 2_000
 DEFAULT_MAX_SELECTIONS = 1_000
 DEFAULT_MAX_SAME_NAME = 20
 DEFAULT_MAX_COST = 50_000
+DEFAULT_MAX_RESPONSE_BYTES = 64 << 20
+"""Bytes one answer may hold (`gateway.server.budget`): a full page of 500 events of
+64 KB payloads is 32 MiB, so twice that passes, while eight such answers at once stay
+well under a gigabyte."""
 DEFAULT_READINESS_TIMEOUT = 5.0
 DEFAULT_INIT_TIMEOUT = 10.0
 DEFAULT_MAX_SUBSCRIPTIONS = 10
@@ -94,6 +98,7 @@ class Limits:
     max_fields: int = DEFAULT_MAX_FIELDS
     max_selections: int = DEFAULT_MAX_SELECTIONS
     max_same_name: int = DEFAULT_MAX_SAME_NAME
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
         for name in (
@@ -105,6 +110,7 @@ class Limits:
             "max_fields",
             "max_selections",
             "max_same_name",
+            "max_response_bytes",
         ):
             _positive_int(name, getattr(self, name))
         _positive_seconds("operation_timeout", self.operation_timeout)
@@ -114,7 +120,7 @@ class Limits:
 class GatewayConfig:
     """The settings of one app (see the module docstring; every field has a default).
 
-    * `limits`: document, cost, body and time limits of every operation.
+    * `limits`: document, cost, body, time and response-size limits of every operation.
     * `graphiql` / `default_query`: the GraphiQL page and the viewer, and the query
       GraphiQL opens with.
     * `readiness_timeout`: how long `/readyz` waits for the database.
@@ -229,6 +235,7 @@ __all__ = [
     "DEFAULT_MAX_COST",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_SUBSCRIPTIONS",
     "DEFAULT_MAX_SUBSCRIPTIONS_PER_TOKEN",
     "DEFAULT_MAX_SUBSCRIPTIONS_SERVER",

@@ -15,12 +15,16 @@ The context only calls the core; the GraphQL types map what it returns.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.core import (
+    Classified,
+    EventSurface,
     EventTrace,
     Observation,
     PersistenceBackend,
@@ -31,8 +35,10 @@ from gateway.core import (
     SessionTrace,
     SessionView,
 )
+from gateway.core.filters import EventFilter
 from gateway.core.query import trace_event, trace_session
 
+from .budget import ResponseBudget
 from .cursors import CursorCodec
 from .principal import Principal
 from .yielding import checkpoint
@@ -59,6 +65,14 @@ class SessionRef:
         return cls(record.header, record.live, record.persisted)
 
 
+_CURRENT_ONLY = EventFilter(surface=(EventSurface.CURRENT,))
+
+current_context: ContextVar[Context | None] = ContextVar("gateway_context", default=None)
+"""The context of the operation this task runs (set by the pipeline), for resolvers called
+once per item that would otherwise ask Strawberry for `info` only to reach it (about
+2 us a call: `Event.data` charging the response budget)."""
+
+
 @dataclass
 class Context:
     """Everything request-scoped; see the module docstring."""
@@ -70,6 +84,10 @@ class Context:
     started: float = field(default_factory=time.thread_time)  # for `checkpoint`
     prepared: Prepared | None = None
     """The document the pipeline prepared for this operation (Strawberry runs it as is)."""
+    budget: ResponseBudget = field(default_factory=ResponseBudget)
+    """What the answer may still hold (`gateway.server.budget`); unlimited unless the
+    pipeline set the operation's limits."""
+    _surfaces: dict[str, asyncio.Future[list[Classified]]] = field(default_factory=dict)
 
     @classmethod
     def for_request(
@@ -106,12 +124,53 @@ class Context:
         core's exact reads.
         """
         await checkpoint(self.started)
+        self.budget.check()
         header, live, persisted = await self.obs.locate(session_id)
         return SessionRef(header, live, persisted)
 
     async def view(self, session_id: str) -> SessionView:
         await checkpoint(self.started)
+        self.budget.check()
         return await self.obs.view(session_id)
+
+    async def surface(self, session_id: str) -> list[Classified]:
+        """A session's current surface, read once per request however many fields ask
+        for it, each asking field counted against the cost limit (`budget.listed`).
+        When the log is long enough to pass the limit, the surface's length is asked
+        first (the stored class counts: no read), so a surface too long is never read."""
+        view = await self.view(session_id)
+        budget = self.budget
+        limit = budget.max_objects
+        counted = limit is not None and budget.objects + view.length > limit
+        if counted:
+            budget.listed(await view.count(_CURRENT_ONLY))
+        found = self._surfaces.get(session_id)
+        if found is not None:
+            surface = await found
+        else:  # the first asker reads it (no task of its own), the others wait for it
+            found = self._surfaces[session_id] = asyncio.get_running_loop().create_future()
+            try:
+                surface = await view.surface()
+            except asyncio.CancelledError:
+                found.cancel()
+                raise
+            except Exception as exc:
+                found.set_exception(exc)
+                found.exception()  # retrieved: only other askers need it
+                raise
+            found.set_result(surface)
+        if not counted:
+            budget.listed(len(surface))
+        await self.loaded()
+        return surface
+
+    async def loaded(self) -> None:
+        """Called when a resolver has read a page (or list) and is about to hand it to
+        the executor, which completes it without suspending: a long answer yields here
+        between its pages (`checkpoint`), so a timed-out one stops, and one past its
+        budget stops here too."""
+        await checkpoint(self.started)
+        self.budget.check()
 
     async def record(self, session_id: str) -> SessionRecord | None:
         """A session's corpus record, or None when the corpus (or the scope) lacks it."""
@@ -124,10 +183,11 @@ class Context:
         return await self.obs.children(session_id)
 
     async def trace_session(self, session_id: str) -> SessionTrace:
+        self.budget.check()
         return await trace_session(self.obs, session_id)
 
     async def trace_event(self, session_id: str, seq: int) -> EventTrace:
         return await trace_event(self.obs, session_id, seq)
 
 
-__all__ = ["Context", "SessionRef"]
+__all__ = ["Context", "SessionRef", "current_context"]

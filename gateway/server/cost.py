@@ -32,9 +32,22 @@ what it returns) and adds nothing; its lists are bounded by
 
 Unpaged lists can be longer than their bound (a surface of a million events):
 the bounds estimate a typical answer so that nesting them is refused, they do
-not cut answers. A connection's figures are a linear form `fixed + per_page *
-page`, so a fragment on a connection type is measured once whatever `first`
-it is spread under.
+not cut answers. They are made honest at run time instead: each unpaged list
+(`surface`, `children`, `ancestors`, `descendants`, lineage `graph`) counts
+its true length against the same limit when it is read
+(`gateway.server.budget.ResponseBudget.listed`), and the first list past it
+ends the answer with QUERY_TOO_COSTLY before its items are built. So 30
+aliases of a 200,000-event `surface` stop after one read of it, not after
+six million objects. Why not larger static bounds, or paging these lists:
+an honest static bound for `surface` is the longest log there is, which would
+refuse `sessions { nodes { surface } }` on every corpus, and paging them would
+change what `surface: [Event!]!` means (SPEC §7); the true lengths are only
+cheap to know once read, and one read per request is what the answer costs
+anyway. Paged reads stay `events(first:)`.
+
+A connection's figures are a linear form `fixed + per_page * page`, so a
+fragment on a connection type is measured once whatever `first` it is spread
+under.
 """
 
 from __future__ import annotations

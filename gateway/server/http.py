@@ -159,7 +159,7 @@ class GraphQLHTTP:
             return event_stream(self.pipeline.stream(admitted), self.keepalive)
         answer = await self.pipeline.execute(admitted)
         status = request_error_status(accept) if answer.request_error else answer.status
-        return self._respond(status, media, answer.payload, method)
+        return self._respond(status, media, answer.payload, method, body=answer.body)
 
     async def _page(self, request: Request, names_operation: bool, media: str) -> Response:
         """The GraphiQL page (no data in it, so no token needed), unless the URL names an
@@ -207,14 +207,20 @@ class GraphQLHTTP:
         payload: dict[str, Any],
         method: str,
         headers: dict[str, str] | None = None,
+        body: bytes | None = None,
     ) -> Response:
-        try:
-            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            status = 500
-            body = json.dumps({"errors": [masked_error(exc, "serializing a response")]})
+        """The response; `body` is the payload already written by the pipeline."""
+        if body is None:
+            try:
+                text = json.dumps(
+                    payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                )
+            except (TypeError, ValueError) as exc:
+                status = 500
+                text = json.dumps({"errors": [masked_error(exc, "serializing a response")]})
+            body = encode_text(text)
         response = Response(
-            encode_text(body),
+            body,
             status_code=status,
             media_type=f"{media}; charset=utf-8",
             headers={"Cache-Control": "no-store", **(headers or {})},

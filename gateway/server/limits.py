@@ -10,8 +10,10 @@ Defaults (all settable through `GatewayConfig.limits`, `gateway.server.config`):
 | selections written in the document | 1,000 | GRAPHQL_VALIDATION_FAILED |
 | fields sharing one response name in a selection set | 20 | GRAPHQL_VALIDATION_FAILED |
 | estimated objects returned (`gateway.server.cost`) | 50,000 | QUERY_TOO_COSTLY |
+| objects of unpaged lists, counted as they are read | the same 50,000 | QUERY_TOO_COSTLY |
 | tokens per document | 5,000 | parse error (GRAPHQL_PARSE_FAILED) |
 | request body | 1 MiB | HTTP 413 (PAYLOAD_TOO_LARGE) |
+| answer bytes, counted as built (`.budget`) | 64 MiB | HTTP 422 (RESPONSE_TOO_LARGE) |
 | operation time | 30 s | HTTP 504 (OPERATION_TIMEOUT); the operation stops working |
 
 The document checks run in the operation pipeline, the same for every
@@ -39,6 +41,7 @@ from .config import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_FIELDS,
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_SAME_NAME,
     DEFAULT_MAX_SELECTIONS,
     DEFAULT_MAX_TOKENS,
@@ -81,6 +84,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_FIELDS",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_SAME_NAME",
     "DEFAULT_MAX_SELECTIONS",
     "DEFAULT_MAX_TOKENS",

@@ -140,12 +140,16 @@ class Answer:
     """The one result of a query or mutation, formatted for the client.
 
     `request_error`: the operation never ran (variables that do not coerce), so
-    the payload has no `data`. `status` is 504 when it ran out of time.
+    the payload has no `data`. `status` is 504 when it ran out of time, 422 when it
+    passed the response budget. `body` is the payload's JSON as the pipeline wrote
+    it within the budget (`gateway.server.jsonwire.encode_answer`): a transport
+    sends these bytes rather than encoding the payload again.
     """
 
     payload: dict[str, Any]
     request_error: bool = False
     status: int = 200
+    body: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +160,8 @@ class Frame:
     kind: Literal["next", "error"]
     payload: dict[str, Any] = field(default_factory=dict)
     errors: list[ErrorJSON] = field(default_factory=list)
+    body: bytes | None = None
+    """A `next` frame's payload as JSON bytes, written within the budget (see `Answer`)."""
 
 
 __all__ = [

@@ -18,6 +18,17 @@ seconds, so a revoked or expired token stops it with UNAUTHENTICATED. Errors are
 formatted (`gateway.server.errors.format_error`) and counted in the metrics
 here, for answers and refusals alike.
 
+Every operation's context carries a `ResponseBudget` (`gateway.server.budget`):
+bytes (`max_response_bytes`) and the objects of unpaged lists (`max_cost`),
+charged while the answer is built. The answer is written here too
+(`gateway.server.jsonwire.encode_answer`, counting and yielding), inside the
+operation timeout, so every transport sends bytes that fit the budget and a
+serialization that runs past the timeout stops with 504 like execution. An
+answer past its budget is that one error: 422 RESPONSE_TOO_LARGE, or
+QUERY_TOO_COSTLY (a request error, as when the estimate refuses it). A
+subscription's budget holds per event; an event past it ends the stream with
+RESPONSE_TOO_LARGE.
+
 A transport (`gateway.server.http`, `.sse`, `.websocket`) only turns its wire
 format into an `OperationRequest` and the pipeline's answer back into its wire
 format: a new transport gets every rule by calling `admit`.
@@ -27,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,12 +51,14 @@ from gateway.core.tail import ReplayGate
 from gateway.observability.metrics import GatewayMetrics
 
 from .access import Access
+from .budget import RESPONSE_TOO_LARGE, ResponseBudget
 from .codes import GatewayCode
 from .config import GatewayConfig
-from .context import Context
+from .context import Context, current_context
 from .cursors import CursorCodec
 from .documents import document_text
-from .errors import format_error, masked_error, simple_error
+from .errors import GatewayError, format_error, masked_error, simple_error
+from .jsonwire import encode_answer
 from .operation import ALL_OPERATION_TYPES, Answer, ErrorJSON, Frame, OperationRequest, Refused
 from .preparation import Prepared
 from .principal import Principal
@@ -146,6 +160,8 @@ class OperationPipeline:
             self.query, self.cursors, principal, backend_view=self._backend_view
         )
         context.prepared = prepared
+        limits = self.config.limits
+        context.budget = ResponseBudget(limits.max_response_bytes, limits.max_cost)
         return context
 
     # -- one result ---------------------------------------------------------------------
@@ -155,18 +171,21 @@ class OperationPipeline:
         request = admitted.request
         timeout = self.config.limits.operation_timeout
         context = self.context(admitted.principal, admitted.prepared)
-        try:
-            result = await asyncio.wait_for(
-                self.schema.execute(
-                    admitted.prepared.text,
-                    variable_values=request.variables,
-                    context_value=context,
-                    operation_name=request.operation_name,
-                    allowed_operation_types=ALL_OPERATION_TYPES,
-                    operation_extensions=request.extensions,
-                ),
-                timeout=timeout,
+
+        async def run() -> Answer:
+            current_context.set(context)  # this task's (wait_for runs it as one)
+            result = await self.schema.execute(
+                admitted.prepared.text,
+                variable_values=request.variables,
+                context_value=context,
+                operation_name=request.operation_name,
+                allowed_operation_types=ALL_OPERATION_TYPES,
+                operation_extensions=request.extensions,
             )
+            return await self._encoded(self._answer(result, context.budget), context.budget)
+
+        try:
+            return await asyncio.wait_for(run(), timeout=timeout)
         except TimeoutError:
             message = f"the operation did not finish within {timeout:g} s"
             errors = [simple_error(OPERATION_TIMEOUT, message)]
@@ -178,9 +197,10 @@ class OperationPipeline:
             return Answer({"errors": errors}, status=500)
         finally:
             context.close()  # a timed-out operation leaves no backend work running
-        return self._answer(result)
 
-    def _answer(self, result: ExecutionResult) -> Answer:
+    def _answer(self, result: ExecutionResult, budget: ResponseBudget) -> Answer:
+        if budget.tripped is not None:  # whatever partial result was assembled
+            return self._over_budget(budget.tripped)
         payload: dict[str, Any] = {}
         request_error = _never_ran(result)
         if not request_error:
@@ -189,6 +209,24 @@ class OperationPipeline:
             payload["errors"] = [format_error(e) for e in result.errors]
             self.count(payload["errors"])
         return Answer(payload, request_error=request_error)
+
+    async def _encoded(self, answer: Answer, budget: ResponseBudget) -> Answer:
+        """`answer` with its body written within the budget, or the budget's error."""
+        if budget.tripped is not None:
+            return answer
+        try:
+            body = await encode_answer(answer.payload, budget)
+        except GatewayError as exc:
+            return self._over_budget(exc)
+        return dataclasses.replace(answer, body=body)
+
+    def _over_budget(self, error: GatewayError) -> Answer:
+        """The answer of an operation that passed its budget: that error alone."""
+        errors = [simple_error(error.code, error.message)]
+        self.count(errors)
+        if error.code == RESPONSE_TOO_LARGE:
+            return Answer({"errors": errors}, status=422)
+        return Answer({"errors": errors}, request_error=True)
 
     # -- streams ------------------------------------------------------------------------
 
@@ -202,7 +240,7 @@ class OperationPipeline:
             yield (
                 Frame("error", errors=errors)
                 if answer.request_error
-                else Frame("next", answer.payload)
+                else Frame("next", answer.payload, body=answer.body)
             )
             return
         slot = SlotKey.of(admitted.principal, admitted.request.caller.address)
@@ -258,7 +296,14 @@ class OperationPipeline:
             async with contextlib.aclosing(results):
                 first = True
                 result: Any
-                async for result in results:
+                while True:
+                    # Each step may run in a task of its own (`with_ticks`): the
+                    # event's resolvers find the context in this one.
+                    current_context.set(context)
+                    try:
+                        result = await anext(results)
+                    except StopAsyncIteration:
+                        break
                     errors = [format_error(e) for e in result.errors or ()]
                     self.count(errors)
                     if first and _never_ran(result):
@@ -268,9 +313,19 @@ class OperationPipeline:
                     payload: dict[str, Any] = {"data": result.data}
                     if errors:
                         payload["errors"] = errors
+                    budget = context.budget
+                    try:
+                        budget.check()
+                        body = await encode_answer(payload, budget)
+                    except GatewayError as exc:
+                        refused = [simple_error(exc.code, exc.message)]
+                        self.count(refused)
+                        yield Frame("error", errors=refused)
+                        return
+                    budget.reset()  # the next event has a budget of its own
                     if result.data is not None:
                         metrics.subscription_events.inc()
-                    yield Frame("next", payload)
+                    yield Frame("next", payload, body=body)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug: never a traceback to the client

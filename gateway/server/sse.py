@@ -59,6 +59,9 @@ async def _body(frames: AsyncIterator[Frame], keepalive: float) -> AsyncIterator
                     yield b":\n\n"
                     continue
                 ended = frame.kind == "error"
+                if frame.body is not None and not ended:  # written by the pipeline
+                    yield b"event: next\ndata: " + frame.body + b"\n\n"
+                    continue
                 yield _event("next", {"errors": frame.errors} if ended else frame.payload)
                 if ended:
                     break

@@ -197,6 +197,14 @@ class _Connection:
 
     async def send(self, message: ServerMessage) -> None:
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        await self.send_text(text)
+
+    async def send_next(self, op_id: str, body: bytes) -> None:
+        """A `next` message around a payload the pipeline already wrote as JSON."""
+        head = json.dumps({"type": "next", "id": op_id}, separators=(",", ":"))[:-1]
+        await self.send_text(f'{head},"payload":{body.decode("utf-8")}}}')
+
+    async def send_text(self, text: str) -> None:
         async with self.send_lock:
             try:
                 await self.websocket.send_text(text)
@@ -319,7 +327,10 @@ class _Connection:
                         ended_by_error = True
                         await self.send(Error(type="error", id=op_id, payload=frame.errors))
                         return
-                    await self.send(Next(type="next", id=op_id, payload=frame.payload))
+                    if frame.body is not None:
+                        await self.send_next(op_id, frame.body)
+                    else:
+                        await self.send(Next(type="next", id=op_id, payload=frame.payload))
         except asyncio.CancelledError:
             raise
         except _Gone:

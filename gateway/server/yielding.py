@@ -9,7 +9,9 @@ and every other request would wait, and a timed-out operation could not be
 cancelled until it finished.
 
 `checkpoint()` is called where resolvers start work that fans out (a view of
-a session, a session by id). Once the current loop turn has been busy for
+a session, a session by id), where they hand a page they read to the executor
+(`Context.loaded`), and by the answer's writer between its pieces
+(`gateway.server.jsonwire.encode_answer`). Once the current loop turn has been busy for
 `SLICE` seconds (measured from its first checkpoint, or from the turn's start
 when a checkpoint queued a marker in the turn before), the caller yields and
 so does every other caller in the same turn, until the next turn starts: then

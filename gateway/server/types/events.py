@@ -19,7 +19,7 @@ from gateway.core import EventSurface as CoreEventSurface
 from gateway.core import results as core
 from gateway.core.event_filter import FilteredEvents
 
-from ..context import Context
+from ..context import Context, current_context
 from .node import Node, event_node_id
 from .pagination import CURSOR, PageInfo, Sign, edge_cursor, page_info
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
@@ -85,7 +85,9 @@ class Event(Node):
 
     @resolver("The recorded payload, exactly as stored (any JSON value).")
     def data(self) -> JSON:
-        return cast(JSON, self.raw.data)
+        context = current_context.get()  # not `info`: this runs once per event
+        data = self.raw.data
+        return cast(JSON, data if context is None else context.budget.payload(data))
 
     @resolver("How it changes the surface (surface events only; null on log-only events).")
     def surface_op(self) -> SurfaceOp | None:

@@ -15,12 +15,14 @@ import strawberry
 from gateway.core import results as core
 from gateway.core.lineage import flatten
 
+from ..context import Context
 from .scalars import resolver
 
 if TYPE_CHECKING:
     from .sessions import Session
 
 LazySession = Annotated["Session", strawberry.lazy("gateway.server.types.sessions")]
+Info = strawberry.Info[Context, None]
 
 
 def _session(record: core.SessionRecord) -> Session:
@@ -38,7 +40,8 @@ class LineageNode:
         return _session(self.node.session)
 
     @resolver("Its children, ordered by createdAt then id.")
-    def descendants(self) -> list[LineageNode]:
+    def descendants(self, info: Info) -> list[LineageNode]:
+        info.context.budget.listed(len(self.node.descendants))
         return [LineageNode(node=child) for child in self.node.descendants]
 
 
@@ -80,11 +83,13 @@ class SessionTrace:
         return _session(self.trace.target)
 
     @resolver("Its ancestors, nearest parent first.")
-    def ancestors(self) -> list[LazySession]:
+    def ancestors(self, info: Info) -> list[LazySession]:
+        info.context.budget.listed(len(self.trace.ancestors))
         return [_session(r) for r in self.trace.ancestors]
 
     @resolver("Its children, each with their own descendants.")
-    def descendants(self) -> list[LineageNode]:
+    def descendants(self, info: Info) -> list[LineageNode]:
+        info.context.budget.listed(len(self.trace.descendants))
         return [LineageNode(node=n) for n in self.trace.descendants]
 
     @resolver("Whether the parent chain reaches a root inside the corpus.")
@@ -102,7 +107,7 @@ class SessionTrace:
         return None if missing is None else strawberry.ID(missing)
 
     @resolver("The same lineage as flat nodes and parent->child edges.")
-    def graph(self) -> LineageGraph:
+    def graph(self, info: Info) -> LineageGraph:
         trace = self.trace
         records = [trace.target, *trace.ancestors]
         records.extend(node.session for node in flatten(trace.descendants))
@@ -112,4 +117,5 @@ class SessionTrace:
             for r in records
             if (parent := r.header.parent_session) is not None and parent in ids
         ]
+        info.context.budget.listed(len(records) + len(edges))
         return LineageGraph(nodes=[_session(r) for r in records], edges=edges)

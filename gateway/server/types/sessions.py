@@ -99,9 +99,11 @@ async def events_page(
     wanted = _wanted(given(surface))
     if given_filter is None:
         page = await view.page(after_seq, size, wanted)
+        await ctx.loaded()
         return event_connection(ctx, session_id, page)
     effective = and_surface(given_filter, wanted)
     filtered = await filtered_page(view, after_seq, size, effective, text)
+    await ctx.loaded()
     return event_connection(ctx, session_id, filtered, digest)
 
 
@@ -159,6 +161,7 @@ class Session(Node):
     @resolver("Sessions forked from it, ordered by createdAt then id.")
     async def children(self, info: Info) -> list[Session]:
         children = await info.context.children(self.ref.header.id)
+        info.context.budget.listed(len(children))
         return [Session.of_record(r) for r in children]
 
     @resolver(
@@ -186,8 +189,8 @@ class Session(Node):
     @resolver("The current surface: what the model sees, in its order.")
     async def surface(self, info: Info) -> list[Event]:
         sid = self.ref.header.id
-        view = await info.context.view(sid)
-        return [Event.of(sid, item) for item in await view.surface()]
+        surface = await info.context.surface(sid)  # counted against the cost limit
+        return [Event.of(sid, item) for item in surface]
 
     @resolver("One event by seq (null plus an error when there is none).")
     async def event(self, info: Info, seq: int) -> Event | None:
@@ -224,6 +227,7 @@ async def read_window(
         given(after) or 0,
         ctx.read_window_max,
     )
+    await ctx.loaded()
     return ReadWindow.of(window)
 
 
