@@ -83,7 +83,7 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -261,6 +261,19 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         "never more than the file-descriptor limit (ulimit -n) less those open at start "
         "and a reserve of 256 (a quarter of a small limit); one more is answered 503 "
         "SERVER_BUSY and closed",
+    )
+    parser.add_argument(
+        "--http",
+        choices=("auto", "httptools", "h11"),
+        default="auto",
+        help="uvicorn's HTTP parser: httptools (C) when installed, else h11 (default auto); "
+        "the connection limits hold with either",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="the event loop: uvloop when installed, else asyncio's own (default auto)",
     )
 
 
@@ -619,6 +632,7 @@ async def serve(
             connection_cap,
             fd_soft_limit,
             gated_listener,
+            http_protocol,
             limited_protocol,
             open_fds,
         )
@@ -626,7 +640,14 @@ async def serve(
         limits = connection_limits(args)
         soft = fd_soft_limit()
         cap = connection_cap(limits.max_connections, soft, open_fds())
-        protocol = limited_protocol(limits, cap)
+        http = http_protocol() if args.http == "auto" else args.http
+        protocol = limited_protocol(limits, cap, http)
+        logging.getLogger("gateway.serve").info(
+            "HTTP stack: %s parser (%s), %s event loop",
+            http,
+            protocol.__name__,
+            type(asyncio.get_running_loop()).__module__.split(".")[0],
+        )
         config = uvicorn.Config(
             app,
             host=args.host,
@@ -634,8 +655,8 @@ async def serve(
             log_level=args.log_level.lower(),
             log_config=None,  # configure_logging above owns the handlers and the format
             lifespan="on",
-            # h11 with a header timeout, a connection cap and our keep-alive timeout
-            # (uvicorn has the last only: gateway.server.connections says why)
+            # httptools (or h11) with a header timeout, a connection cap and our keep-alive
+            # timeout (uvicorn has the last only: gateway.server.connections says why)
             http=protocol,
         )
         server = _stopping_server_class()(config)
@@ -866,7 +887,8 @@ def _run(
         )
         return 1
     try:
-        return asyncio.run(serve(args, db, sock, provider, tracing, settings))
+        with asyncio.Runner(loop_factory=event_loop_factory(args.loop)) as runner:
+            return runner.run(serve(args, db, sock, provider, tracing, settings))
     finally:
         sock.close()
 
@@ -965,7 +987,8 @@ def _worker_main(
     if os.getppid() != parent:
         return 1
     try:
-        return asyncio.run(serve(args, db, sock, provider, tracing, settings, worker=worker))
+        with asyncio.Runner(loop_factory=event_loop_factory(args.loop)) as runner:
+            return runner.run(serve(args, db, sock, provider, tracing, settings, worker=worker))
     finally:
         if provider is not None:
             provider.shutdown()
@@ -1064,3 +1087,19 @@ def _run_workers(
     finally:
         for sock in socks:
             sock.close()
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The loop `serve` runs on: uvloop's (libuv; less CPU per request) for "uvloop", or
+    for "auto" when installed; None (asyncio's own) otherwise."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise SystemExit(
+                "session-gateway serve: --loop uvloop: uvloop is not installed"
+            ) from None
+        return None
+    return uvloop.new_event_loop

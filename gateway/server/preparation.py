@@ -15,8 +15,9 @@ small query, and its outcome depends only on the text (the schema and the
 rules are fixed for the app). The shape and cost checks depend on the
 variables and the operation name as well: they are remembered per operation
 name for a text that defines no variables and is asked without any, and run
-afresh (linear in the document) otherwise. Only documents are remembered,
-never data.
+afresh (linear in the document) otherwise. A text refused before it parsed (the
+token limit, a syntax error) is remembered with its errors: that refusal depends
+on the text alone. Only documents are remembered, never data.
 
 Every error made here carries its code (`errors.tagged`), so no one has to
 guess it from a message later.
@@ -115,6 +116,8 @@ class DocumentPreparer:
             max_cost=limits.max_cost,
         )
         self._cache: OrderedDict[str, _Known] = OrderedDict()
+        self._unparsed: OrderedDict[str, list[GraphQLError]] = OrderedDict()
+        """Texts refused by the token limit or the parser, with their errors."""
         self._cost: CostModel | None = None  # the schema's list bounds, read once
         self._executor: ThreadPoolExecutor | None = None
 
@@ -166,6 +169,10 @@ class DocumentPreparer:
     ) -> _Outcome:
         if self._cost is None:
             self._cost = CostModel(schema)
+        unparsed = self._unparsed.get(text)
+        if unparsed is not None:  # refused before it parsed: a function of the text alone
+            self._unparsed.move_to_end(text)
+            return _Outcome(errors=list(unparsed))
         known = self._cache.get(text)
         if known is not None:
             self._cache.move_to_end(text)
@@ -175,6 +182,10 @@ class DocumentPreparer:
             self._cache[text] = outcome.known
             if len(self._cache) > DOCUMENT_CACHE_SIZE:
                 self._cache.popitem(last=False)
+        elif outcome.known is None and outcome.errors:
+            self._unparsed[text] = list(outcome.errors)
+            if len(self._unparsed) > DOCUMENT_CACHE_SIZE:
+                self._unparsed.popitem(last=False)
         return outcome
 
     def _run(

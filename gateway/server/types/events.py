@@ -9,6 +9,7 @@ session and whose backend reads are batched across the whole request.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
@@ -20,7 +21,7 @@ from gateway.core.event_filter import FilteredEvents
 
 from ..context import Context, current_context
 from .node import Node, event_node_id
-from .pagination import PageInfo
+from .pagination import CURSOR, PageInfo, Sign, edge_cursor, page_info
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
 
 if TYPE_CHECKING:
@@ -185,8 +186,9 @@ def _surface_of(ctx: Context, session_id: str, seq: int) -> Awaitable[EventSurfa
 
 @strawberry.type(description="An event and the cursor that points at it.")
 class EventEdge:
-    cursor: str = strawberry.field(description="Opaque cursor: pass it as `after`.")
+    cursor: str = strawberry.field(resolver=edge_cursor, description=CURSOR)
     node: Event = strawberry.field(description="The event.")
+    _sign: strawberry.Private[Sign]
 
 
 @strawberry.type(
@@ -277,8 +279,9 @@ def event_connection(
     filter of `digest` (`gateway.server.cursors`)."""
     cursors = ctx.cursors
     nodes = [Event.of(session_id, item) for item in page.items]
+    sign = cursors.event
     edges = [
-        EventEdge(cursor=cursors.event(session_id, node.seq, digest), node=node) for node in nodes
+        EventEdge(node=node, _sign=partial(sign, session_id, node.seq, digest)) for node in nodes
     ]
     total: Callable[[], Awaitable[int]]
     if isinstance(page, EventPage):
@@ -293,11 +296,8 @@ def event_connection(
     return EventConnection(
         edges=edges,
         nodes=nodes,
-        page_info=PageInfo(
-            has_next_page=page.has_next,
-            has_previous_page=page.has_previous,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=edges[-1].cursor if edges else None,
+        page_info=page_info(
+            page.has_next, page.has_previous, [e._sign for e in edges[:1] + edges[-1:]]
         ),
         _total=total,
     )

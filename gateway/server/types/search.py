@@ -9,6 +9,8 @@ request's codec) and, for `searchEvents`, the session id.
 
 from __future__ import annotations
 
+from functools import partial
+
 import strawberry
 
 from gateway.core import EventFilter as CoreEventFilter
@@ -21,7 +23,7 @@ from ..cursors import SEARCH_EVENTS, SEARCH_SESSIONS, search_binding
 from ..errors import bad_input
 from .events import Event
 from .filters import EventFilter, SessionFilter, to_event_filter, to_session_filter
-from .pagination import PageInfo, given
+from .pagination import CURSOR, PageInfo, Sign, edge_cursor, given, page_info
 from .sessions import Session
 
 DEFAULT_SEARCH_PAGE = core.DEFAULT_SEARCH_LIMIT
@@ -66,8 +68,9 @@ class SessionSearchHit:
 
 @strawberry.type(description="An event hit and the cursor that points at it.")
 class EventSearchEdge:
-    cursor: str = strawberry.field(description="Opaque cursor: pass it as `after`.")
+    cursor: str = strawberry.field(resolver=edge_cursor, description=CURSOR)
     node: EventSearchHit = strawberry.field(description="The hit.")
+    _sign: strawberry.Private[Sign]
 
 
 @strawberry.type(
@@ -82,8 +85,9 @@ class EventSearchConnection:
 
 @strawberry.type(description="A session hit and the cursor that points at it.")
 class SessionSearchEdge:
-    cursor: str = strawberry.field(description="Opaque cursor: pass it as `after`.")
+    cursor: str = strawberry.field(resolver=edge_cursor, description=CURSOR)
     node: SessionSearchHit = strawberry.field(description="The hit.")
+    _sign: strawberry.Private[Sign]
 
 
 @strawberry.type(description="A page of session hits, ranked by each session's best event.")
@@ -117,15 +121,6 @@ def _event_filter(f: EventFilter | None) -> CoreEventFilter | None:
     return None if found is None or found == CoreEventFilter() else found
 
 
-def _page_info(cursors: list[str], has_next: bool, has_previous: bool) -> PageInfo:
-    return PageInfo(
-        has_next_page=has_next,
-        has_previous_page=has_previous,
-        start_cursor=cursors[0] if cursors else None,
-        end_cursor=cursors[-1] if cursors else None,
-    )
-
-
 async def search_sessions(
     ctx: Context,
     query: str,
@@ -140,7 +135,8 @@ async def search_sessions(
     binding = search_binding("sessions", request.query, sf, ef)
     key = _decode(ctx, SEARCH_SESSIONS, binding, after)
     page = await core.search_sessions(ctx.obs, query, sf, ef, size, key)
-    cursors = [ctx.cursors.search_hit(SEARCH_SESSIONS, binding, h.key) for h in page.hits]
+    sign = ctx.cursors.search_hit
+    signs = [partial(sign, SEARCH_SESSIONS, binding, h.key) for h in page.hits]
     nodes = [
         SessionSearchHit(
             session=Session.of_record(h.session), best_match=EventSearchHit.of(h.best_match)
@@ -148,9 +144,9 @@ async def search_sessions(
         for h in page.hits
     ]
     return SessionSearchConnection(
-        edges=[SessionSearchEdge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
+        edges=[SessionSearchEdge(node=n, _sign=c) for c, n in zip(signs, nodes, strict=True)],
         nodes=nodes,
-        page_info=_page_info(cursors, page.has_next, page.has_previous),
+        page_info=page_info(page.has_next, page.has_previous, signs),
     )
 
 
@@ -168,12 +164,13 @@ async def search_events(
     binding = search_binding("events", request.query, ef, session_id)
     key = _decode(ctx, SEARCH_EVENTS, binding, after)
     page = await core.search_events(ctx.obs, session_id, query, ef, size, key)
-    cursors = [ctx.cursors.search_hit(SEARCH_EVENTS, binding, h.key) for h in page.hits]
+    sign = ctx.cursors.search_hit
+    signs = [partial(sign, SEARCH_EVENTS, binding, h.key) for h in page.hits]
     nodes = [EventSearchHit.of(h) for h in page.hits]
     return EventSearchConnection(
-        edges=[EventSearchEdge(cursor=c, node=n) for c, n in zip(cursors, nodes, strict=True)],
+        edges=[EventSearchEdge(node=n, _sign=c) for c, n in zip(signs, nodes, strict=True)],
         nodes=nodes,
-        page_info=_page_info(cursors, page.has_next, page.has_previous),
+        page_info=page_info(page.has_next, page.has_previous, signs),
     )
 
 

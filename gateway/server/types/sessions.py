@@ -9,6 +9,7 @@ observation's batched title reads for `title`.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import cast
 
 import strawberry
@@ -27,7 +28,7 @@ from .events import Event, EventConnection, ReadWindow, event_connection
 from .filters import EventFilter, SessionFilter, to_event_filter, to_session_filter
 from .lineage import SessionTrace
 from .node import Node
-from .pagination import PageInfo, given, page_size
+from .pagination import CURSOR, PageInfo, Sign, edge_cursor, given, page_info, page_size
 from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
 from .titles import SessionTitle
 
@@ -232,8 +233,9 @@ async def read_window(
 
 @strawberry.type(description="A session and the cursor that points at it.")
 class SessionEdge:
-    cursor: str = strawberry.field(description="Opaque cursor: pass it as `after`.")
+    cursor: str = strawberry.field(resolver=edge_cursor, description=CURSOR)
     node: Session = strawberry.field(description="The session.")
+    _sign: strawberry.Private[Sign]
 
 
 @strawberry.type(
@@ -275,22 +277,19 @@ async def sessions_page(
         page = await ctx.obs.sessions_page(key, size, with_total=False)
     else:
         page = await ctx.obs.filtered_sessions_page(core_filter, key, size, with_total=False)
-    cursors = ctx.cursors
+    sign = ctx.cursors.session
     edges = [
         SessionEdge(
-            cursor=cursors.session(r.header.created_at, r.header.id, digest),
             node=Session.of_record(r),
+            _sign=partial(sign, r.header.created_at, r.header.id, digest),
         )
         for r in page.records
     ]
     return SessionConnection(
         edges=edges,
         nodes=[e.node for e in edges],
-        page_info=PageInfo(
-            has_next_page=page.has_next,
-            has_previous_page=page.has_previous,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=edges[-1].cursor if edges else None,
+        page_info=page_info(
+            page.has_next, page.has_previous, [e._sign for e in edges[:1] + edges[-1:]]
         ),
         _obs=ctx.obs,
         _filter=core_filter,
