@@ -231,11 +231,12 @@ class SqliteReaders:
                 return
         conn.close()
 
-    def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Run `fn` in a reader thread: one hop."""
+    def submit(self, fn: Callable[[], T], *, read: bool = True) -> asyncio.Future[T]:
+        """Run `fn` in a reader thread: one hop (counted in `hops` when it reads)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(READER_THREADS, thread_name_prefix="gateway-read")
-        self.hops += 1
+        if read:
+            self.hops += 1
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
     async def read(self, fn: ReadFn[T]) -> T:
@@ -327,7 +328,7 @@ class SqliteSnapshot:
         self._idle_timer = None
         if self._conn is not None and not self._busy:
             try:
-                self._readers.submit(self._release)
+                self._readers.submit(self._release, read=False)
             except RuntimeError:  # no loop or executor any more
                 self._release()
 
@@ -342,7 +343,7 @@ class SqliteSnapshot:
         if self._conn is None:
             return
         try:
-            self._readers.submit(self._release)
+            self._readers.submit(self._release, read=False)
         except RuntimeError:  # no running loop: release here
             self._release()
 
