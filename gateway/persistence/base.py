@@ -43,9 +43,11 @@ from .errors import StoredDataError, describe_failure
 from .integrity import StoredExtent, check_run, is_corruption
 from .migrations import SchemaState, ensure_schema
 from .readers import (
+    PG_SNAPSHOTS,
     PgSnapshot,
     ReadFn,
     ReadSnapshot,
+    Slots,
     SqliteReaders,
     SqliteSnapshot,
     run_sa_read,
@@ -124,6 +126,7 @@ class SqlBase:
                     "PRAGMA query_only=ON",
                 ),
             )
+        self._pg_slots = Slots(PG_SNAPSHOTS)
         self._snapshot: ReadSnapshot | None = None
         """The observation's snapshot the reads of this object go through (a view made
         by `read_snapshot`), or None: each read question in its own transaction."""
@@ -283,7 +286,7 @@ class SqlBase:
         if self._readers is not None:
             snapshot = SqliteSnapshot(self._readers)
         elif not self.is_sqlite:
-            snapshot = PgSnapshot(self._read_engine)
+            snapshot = PgSnapshot(self._read_engine, self._pg_slots)
         else:
             return None
         view = copy.copy(self)

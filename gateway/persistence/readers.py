@@ -53,10 +53,35 @@ T = TypeVar("T")
 
 READER_THREADS = 4
 """Threads that run SQLite reads (a read holds the GIL only between SQLite calls)."""
-IDLE_READERS = 8
+IDLE_READERS = 16
 """SQLite connections kept open for reuse; more are opened when more are busy."""
 SNAPSHOT_IDLE = 0.5
 """Seconds without a read after which an observation's snapshot is released."""
+SQLITE_SNAPSHOTS = 16
+PG_SNAPSHOTS = 4
+"""Most snapshots held at once (SQLite: of the reader connections; PostgreSQL: of the
+SQLAlchemy pool, 5 + 10 overflow, so queries and /readyz keep connections). An
+observation that finds none free reads each question in a transaction of its own, as
+every read did before snapshots: 200 subscriptions starting at once must not pin 200
+connections."""
+
+
+class Slots:
+    """A count of snapshots that may be held at once (used on the event loop only)."""
+
+    __slots__ = ("free",)
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+
+    def take(self) -> bool:
+        if self.free <= 0:
+            return False
+        self.free -= 1
+        return True
+
+    def give(self) -> None:
+        self.free += 1
 
 
 class ReadConn(Protocol):
@@ -88,28 +113,33 @@ _FIXED: weakref.WeakKeyDictionary[ClauseElement, tuple[Compiled, str | None]] = 
 and, when it has no IN list to expand, its SQL text."""
 _BY_KEY: LRUCache[Any, Any] = LRUCache(1000)
 """SQLAlchemy's compiled cache for statements built per call (scopes, filters)."""
-_PER_CALL: weakref.WeakKeyDictionary[ClauseElement, bool] = weakref.WeakKeyDictionary()
+_SEEN: weakref.WeakSet[ClauseElement] = weakref.WeakSet()
+"""Statements compiled once through the cache key (a second use fixes them)."""
 
 
 def sqlite_sql(statement: ClauseElement, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """The SQLite SQL text of `statement` and its positional arguments."""
+    """The SQLite SQL text of `statement` and its positional arguments.
+
+    A statement met for the second time (a module's fixed one, a per-shape one of
+    `derived.py`) is compiled once and found by identity from then on; one built per
+    call goes through SQLAlchemy's cache key (its literal values extracted)."""
     found = _FIXED.get(statement)
+    if found is None and statement in _SEEN:
+        fixed(statement)
+        found = _FIXED[statement]
     if found is not None:
         compiled, sql = found
         full = compiled.construct_params(params)
     else:
-        extracted = None
-        compiled_w, extracted, _, _ = statement._compile_w_cache(
+        _SEEN.add(statement)
+        compiled, extracted, _, _ = statement._compile_w_cache(
             _DIALECT, compiled_cache=_BY_KEY, column_keys=[], for_executemany=False
         )
-        compiled = compiled_w
-        if extracted is None:  # no cache key: compiled afresh; fixed from now on
-            sql = _text_if_fixed(compiled)
-            _FIXED[statement] = (compiled, sql)
+        if extracted is None:  # no cache key: compiled afresh
             full = compiled.construct_params(params)
         else:
             full = compiled.construct_params(params, extracted_parameters=extracted)
-            sql = _text_if_fixed(compiled)
+        sql = _text_if_fixed(compiled)
     if sql is not None:
         names = compiled.positiontup or ()  # type: ignore[attr-defined]
         return sql, [full[name] for name in names]  # type: ignore[index]
@@ -195,6 +225,7 @@ class SqliteReaders:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self.hops = 0
+        self.slots = Slots(SQLITE_SNAPSHOTS)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -284,9 +315,12 @@ class SqliteSnapshot:
         self._busy = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._slot = False  # holds one of `readers.slots`
 
     async def read(self, fn: ReadFn[T]) -> T:
-        if self._closed:
+        if not self._slot and not self._closed:
+            self._slot = self._readers.slots.take()
+        if self._closed or not self._slot:
             return await self._readers.read(fn)
         self._busy += 1
         if self._idle_timer is not None:
@@ -296,7 +330,7 @@ class SqliteSnapshot:
             return await self._readers.submit(lambda: self._step(fn))
         finally:
             self._busy -= 1
-            if not self._busy and not self._closed and self._conn is not None:
+            if not self._busy and not self._closed:
                 loop = asyncio.get_running_loop()
                 self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self._release_later)
 
@@ -324,9 +358,17 @@ class SqliteSnapshot:
         if conn is not None:
             self._readers.release(conn)
 
+    def _give_slot(self) -> None:
+        if self._slot:
+            self._slot = False
+            self._readers.slots.give()
+
     def _release_later(self) -> None:
         self._idle_timer = None
-        if self._conn is not None and not self._busy:
+        if self._busy:
+            return
+        self._give_slot()
+        if self._conn is not None:
             try:
                 self._readers.submit(self._release, read=False)
             except RuntimeError:  # no loop or executor any more
@@ -340,6 +382,7 @@ class SqliteSnapshot:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        self._give_slot()
         if self._conn is None:
             return
         try:
@@ -351,8 +394,10 @@ class SqliteSnapshot:
 class PgSnapshot:
     """One REPEATABLE READ READ ONLY transaction for the reads of one observation."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, slots: Slots) -> None:
         self._engine = engine
+        self._slots = slots
+        self._slot = False
         self._conn: AsyncConnection | None = None
         self._lock = asyncio.Lock()
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -360,29 +405,26 @@ class PgSnapshot:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def read(self, fn: ReadFn[T]) -> T:
-        if self._closed:
+        if not self._slot and not self._closed:
+            self._slot = self._slots.take()
+        if self._closed or not self._slot:
             return await run_sa_read(self._engine, fn)
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
         async with self._lock:
-            conn = self._conn
-            if conn is None:
-                conn = await self._engine.connect()
-                try:
-                    await conn.begin()
-                except BaseException:
-                    await conn.close()
-                    raise
-                self._conn = conn
             try:
+                conn = self._conn
+                if conn is None:
+                    conn = await self._engine.connect()
+                    self._conn = conn
+                    await conn.begin()
                 return await conn.run_sync(lambda sync: fn(SaReadConn(sync)))
             except BaseException:
-                self._conn = None  # a failed transaction (or a cancelled call) is done
-                self._spawn(_close_connection(conn))
+                self._drop()  # a failed transaction (or a cancelled call) is done
                 raise
             finally:
-                if self._conn is not None and not self._closed:
+                if not self._closed and self._slot:
                     loop = asyncio.get_running_loop()
                     self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self.release)
 
@@ -395,14 +437,20 @@ class PgSnapshot:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def release(self) -> None:
-        """Give the connection back (a later read opens a new snapshot)."""
-        self._idle_timer = None
-        if self._lock.locked():
-            return
+    def _drop(self) -> None:
+        """Give the connection back (rolled back) and the slot."""
         conn, self._conn = self._conn, None
         if conn is not None:
             self._spawn(_close_connection(conn))
+        if self._slot:
+            self._slot = False
+            self._slots.give()
+
+    def release(self) -> None:
+        """Give the connection back (a later read opens a new snapshot)."""
+        self._idle_timer = None
+        if not self._lock.locked():
+            self._drop()
 
     def close(self) -> None:
         if self._closed:
@@ -411,9 +459,14 @@ class PgSnapshot:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            self._spawn(_close_connection(conn))
+        if not self._lock.locked():
+            self._drop()
+        else:  # a read is running (a cancelled one finishes first): drop after it
+            self._spawn(self._drop_after_read())
+
+    async def _drop_after_read(self) -> None:
+        async with self._lock:
+            self._drop()
 
 
 async def _close_connection(conn: AsyncConnection) -> None:
