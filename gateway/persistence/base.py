@@ -45,6 +45,7 @@ from .migrations import SchemaState, ensure_schema
 from .readers import (
     PG_SNAPSHOTS,
     PgSnapshot,
+    ReadConn,
     ReadFn,
     ReadSnapshot,
     Slots,
@@ -173,8 +174,7 @@ class SqlBase:
         Raises what `list()` would (driver errors, SchemaVersionError) without
         reading any session.
         """
-        async with self._reading() as conn:
-            await conn.execute(_PING)
+        await self._read(lambda conn: conn.scalar(_PING))
 
     async def probe_integrity(self) -> str | None:
         """A readiness probe of the stored data, bounded in cost: None when it passes, else
@@ -208,12 +208,9 @@ class SqlBase:
             return None
         self._probe_passed = -float("inf")
         try:
-            async with self._reading() as conn:
-                if self.is_sqlite:
-                    found = [str(row[0]) for row in await conn.execute(_SQLITE_QUICK_CHECK)]
-                    if found != ["ok"]:
-                        return "PRAGMA quick_check(sessions): " + "; ".join(found[:5])
-                await self._sweep(conn)
+            failed = await self._read(self._probe)
+            if failed is not None:
+                return failed
             self._probe_passed = now
         except StoredDataError as exc:
             return exc.message
@@ -223,22 +220,31 @@ class SqlBase:
             raise
         return None
 
-    async def _sweep(self, conn: AsyncConnection) -> None:
+    def _probe(self, conn: ReadConn) -> str | None:
+        """The probe's reads, in one read question (one hop): what failed, or None."""
+        if conn.dialect == "sqlite":
+            found = [str(row[0]) for row in conn.rows(_SQLITE_QUICK_CHECK)]
+            if found != ["ok"]:
+                return "PRAGMA quick_check(sessions): " + "; ".join(found[:5])
+        self._sweep(conn)
+        return None
+
+    def _sweep(self, conn: ReadConn) -> None:
         """Check the next `PROBE_ROWS` stored seqs from `_probe_at`, and advance it."""
         after, seq = self._probe_at
         budget = PROBE_ROWS
         # the first row is the session the sweep is inside (at `seq`), the rest from 0
-        rows = (await conn.execute(_SESSIONS_AFTER, {"after": after})).all()
+        rows = conn.rows(_SESSIONS_AFTER, {"after": after})
         if not rows and after:
             after, seq = "", 0  # the sweep wrapped: start again
-            rows = (await conn.execute(_SESSIONS_AFTER, {"after": after})).all()
+            rows = conn.rows(_SESSIONS_AFTER, {"after": after})
         for sid, count in rows:
             sid, count = str(sid), int(count)
             lo = seq if seq < count else count
             hi = min(lo + budget, count) - 1
             if lo <= hi:
                 params = {"sid": sid, "lo": lo, "hi": hi}
-                seqs = [int(r[0]) for r in await conn.execute(_SEQS_IN, params)]
+                seqs = [int(r[0]) for r in conn.rows(_SEQS_IN, params)]
                 check_run(sid, seqs, lo, hi, StoredExtent(count), what="the probe's read")
                 budget -= hi - lo + 1
             if hi < count - 1:  # this log continues on the next call
