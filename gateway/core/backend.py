@@ -26,9 +26,10 @@ appends go on.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from .filters import EventFilter, SessionFilter, TimeRange
 from .matching import RankKey
@@ -321,6 +322,24 @@ class TitleReads(Protocol):
         ...
 
 
+class BackendSnapshot(NamedTuple):
+    """A backend whose reads share one snapshot of the store (SPEC §7), for one
+    observation: `backend` has the capabilities of the one that made it; `close()`
+    (sync, never waiting) releases the snapshot."""
+
+    backend: PersistenceBackend
+    close: Callable[[], None]
+
+
+@runtime_checkable
+class ReadSnapshots(Protocol):
+    """A backend that can hold one snapshot across the reads of one observation."""
+
+    def read_snapshot(self) -> BackendSnapshot | None:
+        """This backend reading through one snapshot, or None when it cannot now."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a mounted backend can answer besides `list()`/`load()` (None: it cannot)."""
@@ -330,17 +349,45 @@ class Capabilities:
     search: SearchReads | None = None
     titles: TitleReads | None = None
     filters: FilterReads | None = None
+    snapshots: ReadSnapshots | None = None
+
+    def bound(self, backend: PersistenceBackend) -> Capabilities:
+        """The same capabilities answered by `backend` (a snapshot view of the same
+        backend, which has the same methods)."""
+        b: Any = backend  # a view of the same backend: it has what `self` found
+        return Capabilities(
+            b if self.corpus is not None else None,
+            b if self.derived is not None else None,
+            b if self.search is not None else None,
+            b if self.titles is not None else None,
+            b if self.filters is not None else None,
+            self.snapshots,
+        )
+
+
+_PROTOCOLS = (CorpusReads, DerivedReads, SearchReads, TitleReads, FilterReads, ReadSnapshots)
+_OFFERED: weakref.WeakKeyDictionary[object, tuple[bool, ...]] = weakref.WeakKeyDictionary()
+"""Which of `_PROTOCOLS` each backend object offers (flags only: a value holding the
+backend would keep its key alive)."""
 
 
 def capabilities_of(backend: PersistenceBackend) -> Capabilities:
-    """The named capabilities `backend` offers (checked by protocol, not by name)."""
-    return Capabilities(
-        corpus=backend if isinstance(backend, CorpusReads) else None,
-        derived=backend if isinstance(backend, DerivedReads) else None,
-        search=backend if isinstance(backend, SearchReads) else None,
-        titles=backend if isinstance(backend, TitleReads) else None,
-        filters=backend if isinstance(backend, FilterReads) else None,
+    """The named capabilities `backend` offers (checked by protocol, not by name), checked
+    once per backend object: runtime-Protocol checks cost microseconds each, per request."""
+    try:
+        offered = _OFFERED.get(backend)
+        if offered is None:
+            offered = _OFFERED[backend] = _offered(backend)
+    except TypeError:  # not weakly referable or not hashable: checked each time
+        offered = _offered(backend)
+    corpus, derived, search, titles, filters, snapshots = (
+        backend if flag else None for flag in offered
     )
+    return Capabilities(corpus, derived, search, titles, filters, snapshots)  # type: ignore[arg-type]
+
+
+def _offered(backend: object) -> tuple[bool, ...]:
+    return tuple(isinstance(backend, protocol) for protocol in _PROTOCOLS)
 
 
 def is_backend(backend: object) -> TypeGuard[PersistenceBackend]:

@@ -25,9 +25,10 @@ It composes the pieces that do the work, each in its own module:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .backend import (
+    Capabilities,
     EventQuery,
     PersistenceBackend,
     ScopeFilter,
@@ -72,9 +73,17 @@ class Observation:
         stores: Sequence[SessionStore],
         backend: PersistenceBackend | None,
         scope: Scope | None = None,
+        *,
+        capabilities: Capabilities | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
+        """`capabilities`: the backend's, when the caller has them (else checked here);
+        `on_close`: what `close()` also releases (the backend snapshot of its reads)."""
         self._lifetime = lifetime = Lifetime()
-        caps = capabilities_of(backend) if backend is not None else None
+        self._on_close = on_close
+        caps = capabilities
+        if caps is None and backend is not None:
+            caps = capabilities_of(backend)
         corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
         filters = caps.filters if caps else None
         derived = DerivedLoaders(caps.derived, lifetime, filters) if caps and caps.derived else None
@@ -99,8 +108,12 @@ class Observation:
         self._stored_views: PerKey[str, SessionView] = PerKey(lifetime, self._stored_view)
 
     def close(self) -> None:
-        """Cancel every backend call still running for this observation."""
+        """Cancel every backend call still running for this observation, and release its
+        backend snapshot."""
         self._lifetime.close()
+        release, self._on_close = self._on_close, None
+        if release is not None:
+            release()
 
     # -- the sources ----------------------------------------------------------------------
 

@@ -7,11 +7,12 @@ Each call observes the live stores and the mounted backend afresh; use
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from .backend import PersistenceBackend, is_backend
+from .backend import BackendSnapshot, PersistenceBackend, capabilities_of, is_backend
 from .errors import ErrorCode, SessionQueryError
 from .event_filter import all_matching
 from .filters import EventFilter, SessionFilter, check_event_filter, check_session_filter
@@ -204,9 +205,23 @@ class SessionQuery(_Operations):
         this observation only (a host's tracing proxy), leaving the query as it is."""
         with self._lock:
             stores, backend = tuple(self._stores), self._backend
-        if backend is not None and through is not None:
-            backend = through(backend)
-        return Observation(stores, backend, scope)
+        caps, release = None, None
+        if backend is not None:
+            caps = capabilities_of(backend)
+            # one snapshot for the observation's reads, where the backend has them (SPEC §7)
+            snapshot: Any = None
+            if caps.snapshots is not None:
+                snapshot = caps.snapshots.read_snapshot()
+            if not isinstance(snapshot, BackendSnapshot):
+                if inspect.iscoroutine(snapshot):  # a wrapper that made it a coroutine
+                    snapshot.close()
+                snapshot = None
+            if snapshot is not None:
+                backend, release = snapshot.backend, snapshot.close
+                caps = caps.bound(backend)
+            if through is not None:
+                backend, caps = through(backend), None
+        return Observation(stores, backend, scope, capabilities=caps, on_close=release)
 
     def scoped(self, grants: Scope | Iterable[str]) -> ScopedSessionQuery:
         """The same query seen through a caller's grants (`["cwd:/srv/app", "tree:s1"]`, or

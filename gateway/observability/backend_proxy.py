@@ -7,7 +7,9 @@ nothing else changed. Only attributes the inner backend has exist on the proxy
 is how the core detects optional capabilities). The wrappers are set as instance
 attributes, so runtime-checkable protocols that look attributes up statically
 (`inspect.getattr_static`, Python 3.12+) see them too; everything that is not a
-public coroutine method passes through untouched.
+public coroutine method passes through untouched, but for `read_snapshot`
+(`gateway.core.backend.ReadSnapshots`): the inner backend's snapshot view comes
+back behind a proxy of the same kind, so an observation's reads are still seen.
 """
 
 from __future__ import annotations
@@ -50,7 +52,11 @@ class BackendProxy:
         inner = object.__getattribute__(self, _INNER)
         value = getattr(inner, name)
         if not name.startswith("_") and inspect.iscoroutinefunction(value):
-            return _wrapped(inner, name, object.__getattribute__(self, _WRAP))
+            call = _wrapped(inner, name, object.__getattribute__(self, _WRAP))
+            object.__setattr__(self, name, call)  # once per proxy (a view's, see below)
+            return call
+        if name == "read_snapshot" and callable(value):
+            return functools.partial(_snapshot_behind, self, value)
         return value
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -65,6 +71,19 @@ def _wrapped(inner: object, name: str, wrap: Wrap) -> Callable[..., Any]:
     with contextlib.suppress(AttributeError):  # a callable without __name__ etc.
         functools.update_wrapper(call, getattr(inner, name), updated=())
     return call
+
+
+def _snapshot_behind(proxy: BackendProxy, read_snapshot: Callable[[], Any]) -> Any:
+    """The inner backend's snapshot (`gateway.core.backend.BackendSnapshot`), its view
+    behind a proxy of the proxy's kind and wrapper (whose methods are wrapped on first
+    use: a view lives for one observation)."""
+    found = read_snapshot()
+    if found is None or not hasattr(found, "backend"):
+        return found
+    view = object.__new__(type(proxy))
+    object.__setattr__(view, _INNER, found.backend)
+    object.__setattr__(view, _WRAP, object.__getattribute__(proxy, _WRAP))
+    return found._replace(backend=view)
 
 
 def inner_of(backend: object, kind: type[BackendProxy] = BackendProxy) -> object:

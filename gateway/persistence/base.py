@@ -1,36 +1,58 @@
 """`SqlBase`: one SQLAlchemy async engine, its schema policy and its transactions.
 
-The reads (`reads.py`) and writes (`writes.py`) of `SqlPersistence` build on
-it: every read runs in one read transaction (REPEATABLE READ on PostgreSQL,
-SQLite's snapshot), every write in one locking transaction.
+The reads (`reads.py` and the read modules) and writes (`writes.py`) of
+`SqlPersistence` build on it: every read question is one synchronous function
+run by `_read` in one hop (`gateway.persistence.readers`: stdlib `sqlite3` on a
+SQLite file, SQLAlchemy's sync facade in one `run_sync` otherwise), in one read
+transaction (REPEATABLE READ READ ONLY on PostgreSQL, SQLite's snapshot), or in
+the snapshot of the observation it serves (`read_snapshot`); every write is one
+locking transaction through the async engine (SQLAlchemy stays for the schema,
+migrations and writes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from sqlalchemy import bindparam, literal, select, text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from gateway.core.backend import BackendSnapshot
 
 from .codec import _INSERT_EVENTS, _INSERT_ORDER
 from .engine import (
     DEFAULT_BUSY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_STATEMENT_TIMEOUT,
+    FTS_VOCAB_DDL,
     create_engine,
     default_database_url,
     display_url,
     is_sqlite,
     normalize_url,
+    sqlite_file,
     write_options,
 )
 from .errors import StoredDataError, describe_failure
 from .integrity import StoredExtent, check_run, is_corruption
 from .migrations import SchemaState, ensure_schema
+from .readers import (
+    PG_SNAPSHOTS,
+    PgSnapshot,
+    ReadConn,
+    ReadFn,
+    ReadSnapshot,
+    Slots,
+    SqliteReaders,
+    SqliteSnapshot,
+    run_sa_read,
+)
 from .tables import events, sessions
 
 _PING = select(literal(1))
@@ -56,6 +78,7 @@ _SEQS_IN = (
     .order_by(events.c.seq)
 )
 _SQLITE_QUICK_CHECK = text("PRAGMA quick_check(sessions)")
+T = TypeVar("T")
 
 
 class SqlBase:
@@ -91,6 +114,24 @@ class SqlBase:
             )
         )
         self._write_options = write_options(self.url)
+        path = sqlite_file(self.url) if self.is_sqlite else None
+        self._readers: SqliteReaders | None = None
+        if path is not None:
+            self._readers = SqliteReaders(
+                str(path),
+                busy_timeout=busy_timeout,
+                on_connect=(
+                    "PRAGMA foreign_keys=ON",
+                    f"PRAGMA busy_timeout={int(busy_timeout * 1000)}",
+                    FTS_VOCAB_DDL,
+                    "PRAGMA query_only=ON",
+                ),
+            )
+        self._pg_slots = Slots(PG_SNAPSHOTS)
+        self._snapshot: ReadSnapshot | None = None
+        """The observation's snapshot the reads of this object go through (a view made
+        by `read_snapshot`), or None: each read question in its own transaction."""
+        self._origin: SqlBase = self
         compiled = _INSERT_EVENTS.compile(dialect=self._engine.dialect)
         if tuple(compiled.positiontup or ()) != _INSERT_ORDER:  # pragma: no cover
             raise RuntimeError(f"unexpected insert parameter order {compiled.positiontup}")
@@ -133,8 +174,7 @@ class SqlBase:
         Raises what `list()` would (driver errors, SchemaVersionError) without
         reading any session.
         """
-        async with self._reading() as conn:
-            await conn.execute(_PING)
+        await self._read(lambda conn: conn.scalar(_PING))
 
     async def probe_integrity(self) -> str | None:
         """A readiness probe of the stored data, bounded in cost: None when it passes, else
@@ -168,12 +208,9 @@ class SqlBase:
             return None
         self._probe_passed = -float("inf")
         try:
-            async with self._reading() as conn:
-                if self.is_sqlite:
-                    found = [str(row[0]) for row in await conn.execute(_SQLITE_QUICK_CHECK)]
-                    if found != ["ok"]:
-                        return "PRAGMA quick_check(sessions): " + "; ".join(found[:5])
-                await self._sweep(conn)
+            failed = await self._read(self._probe)
+            if failed is not None:
+                return failed
             self._probe_passed = now
         except StoredDataError as exc:
             return exc.message
@@ -183,22 +220,31 @@ class SqlBase:
             raise
         return None
 
-    async def _sweep(self, conn: AsyncConnection) -> None:
+    def _probe(self, conn: ReadConn) -> str | None:
+        """The probe's reads, in one read question (one hop): what failed, or None."""
+        if conn.dialect == "sqlite":
+            found = [str(row[0]) for row in conn.rows(_SQLITE_QUICK_CHECK)]
+            if found != ["ok"]:
+                return "PRAGMA quick_check(sessions): " + "; ".join(found[:5])
+        self._sweep(conn)
+        return None
+
+    def _sweep(self, conn: ReadConn) -> None:
         """Check the next `PROBE_ROWS` stored seqs from `_probe_at`, and advance it."""
         after, seq = self._probe_at
         budget = PROBE_ROWS
         # the first row is the session the sweep is inside (at `seq`), the rest from 0
-        rows = (await conn.execute(_SESSIONS_AFTER, {"after": after})).all()
+        rows = conn.rows(_SESSIONS_AFTER, {"after": after})
         if not rows and after:
             after, seq = "", 0  # the sweep wrapped: start again
-            rows = (await conn.execute(_SESSIONS_AFTER, {"after": after})).all()
+            rows = conn.rows(_SESSIONS_AFTER, {"after": after})
         for sid, count in rows:
             sid, count = str(sid), int(count)
             lo = seq if seq < count else count
             hi = min(lo + budget, count) - 1
             if lo <= hi:
                 params = {"sid": sid, "lo": lo, "hi": hi}
-                seqs = [int(r[0]) for r in await conn.execute(_SEQS_IN, params)]
+                seqs = [int(r[0]) for r in conn.rows(_SEQS_IN, params)]
                 check_run(sid, seqs, lo, hi, StoredExtent(count), what="the probe's read")
                 budget -= hi - lo + 1
             if hi < count - 1:  # this log continues on the next call
@@ -211,6 +257,8 @@ class SqlBase:
 
     async def close(self) -> None:
         """Close every pooled connection (the object can be used again afterwards)."""
+        if self._readers is not None:
+            self._readers.close()
         await self._engine.dispose()
 
     async def __aenter__(self) -> SqlBase:
@@ -219,15 +267,47 @@ class SqlBase:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # -- reads --------------------------------------------------------------------
+
+    async def _read(self, fn: ReadFn[T]) -> T:
+        """Run one read question (a sync function of a `ReadConn`) in one hop, in this
+        view's snapshot when it has one, else in a transaction of its own."""
+        await self._origin._ensure_ready()
+        if self._snapshot is not None:
+            return await self._snapshot.read(fn)
+        if self._readers is not None:
+            return await self._readers.read(fn)
+        return await run_sa_read(self._read_engine, fn)
+
+    @property
+    def read_hops(self) -> int:
+        """Jobs handed to the SQLite reader threads so far (tests count them)."""
+        return 0 if self._readers is None else self._readers.hops
+
+    def read_snapshot(self) -> BackendSnapshot | None:
+        """This backend with its reads in one snapshot, for one observation
+        (`gateway.core.backend.ReadSnapshots`); None where the engine gives none
+        (SQLite without a file)."""
+        snapshot: ReadSnapshot
+        if self._readers is not None:
+            snapshot = SqliteSnapshot(self._readers)
+        elif not self.is_sqlite:
+            snapshot = PgSnapshot(self._read_engine, self._pg_slots)
+        else:
+            return None
+        view = copy.copy(self)
+        view._snapshot = snapshot
+        return BackendSnapshot(view, snapshot.close)  # type: ignore[arg-type]
+
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[AsyncConnection]:
-        await self._ensure_ready()
+        await self._origin._ensure_ready()
         async with self._read_engine.connect() as conn, conn.begin():
             yield conn
 
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[AsyncConnection]:
-        await self._ensure_ready()
+        await self._origin._ensure_ready()
         async with self._engine.connect() as conn:
             if self._write_options:
                 await conn.execution_options(**self._write_options)

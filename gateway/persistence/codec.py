@@ -296,16 +296,19 @@ def _events_from_rows(rows: Iterable[Any], *, pause_gc: bool = True) -> builtins
     return out
 
 
-def _stored_events_from_rows(rows: Iterable[Any]) -> builtins.list[StoredEvent]:
+def _stored_events_from_rows(
+    rows: Iterable[Any], *, pause_gc: bool = True
+) -> builtins.list[StoredEvent]:
     """StoredEvents from (seq, type, time, surface_op, sources, ignorable, data, surface,
     replaced_by) rows (`data` None when not selected). Synchronous, like
-    `_events_from_rows`: a GC pause around it never spans an `await`."""
+    `_events_from_rows`: a GC pause around it never spans an `await` (`pause_gc=False`
+    in a reader thread, where the loop runs meanwhile)."""
     make, loads, load_op, load_sources = _make_event, _loads, _load_op, _load_sources
     stored = StoredEvent
     flag = (False, True)
     out: builtins.list[StoredEvent] = []
     add = out.append
-    with gc_paused():
+    with gc_paused() if pause_gc else nullcontext():
         for seq, etype, time, op, src, ignorable, data, surface, replaced_by in rows:
             if op is not None:
                 op = load_op(op)

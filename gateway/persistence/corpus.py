@@ -30,13 +30,18 @@ statements (id lists are chunked at `_KEY_CHUNK`), on SQLite and PostgreSQL alik
   parent with many children, leads it to a hash join that scans the whole
   table at every level: quadratic in the depth). A lineage read therefore
   turns hash and merge joins off for its own transaction (`SET LOCAL`), which
-  leaves the index nested loop: each level costs what it reaches.
+  leaves the index nested loop: each level costs what it reaches, and sets them
+  back after (`RESET`): the observation's later questions may share the
+  transaction (`gateway.persistence.readers`).
+
+Each method is one synchronous question run in one hop (`SqlBase._read`).
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import (
@@ -52,13 +57,13 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.core.backend import ScopeFilter
 from gateway.core.model import SessionHeader
 
 from .base import SqlBase
 from .codec import _chunks, _header_from_row
+from .readers import ReadConn, fixed
 from .tables import HEADER_COLUMNS, corpus_stats, cwd_stats, sessions
 
 _KEY_CHUNK = 500
@@ -117,6 +122,9 @@ _SELECT_DESCENDANCY = _descendancy_statement()
 _PG_WALK_PLAN = text(
     "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
 )
+_PG_RESET_PLAN = (text("RESET enable_hashjoin"), text("RESET enable_mergejoin"))
+fixed(_SELECT_HEADERS_IN, _COUNT, _FIRST_PAGE, _PAGE_AFTER, _SELECT_CHILDREN)
+fixed(_SELECT_ANCESTRY, _SELECT_DESCENDANCY)
 
 
 def _sqlite_literal(text: str) -> str:
@@ -232,24 +240,25 @@ class SqlCorpusReads(SqlBase):
 
     async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
         """The stored headers of these ids; ids that are not stored are left out."""
-        async with self._reading() as conn:
-            return await _headers_in(conn, _SELECT_HEADERS_IN, _unique(session_ids))
+        ids = _unique(session_ids)
+        return await self._read(lambda conn: _headers_in(conn, _SELECT_HEADERS_IN, ids))
 
     async def count_sessions(self, where: ScopeFilter | None = None) -> int:
         """How many sessions are stored (that match `where`, when given)."""
-        async with self._reading() as conn:
+
+        def read(conn: ReadConn) -> Any:
             if where is None:
-                value = (await conn.execute(_COUNT)).scalar()
-            elif where.cwd_prefixes and not where.id_globs and not where.tree_seeds:
-                terms = _cwd_terms(cwd_stats.c.cwd, where.cwd_prefixes, conn.dialect.name)
+                return conn.scalar(_COUNT)
+            if where.cwd_prefixes and not where.id_globs and not where.tree_seeds:
+                terms = _cwd_terms(cwd_stats.c.cwd, where.cwd_prefixes, conn.dialect)
                 statement = select(func.coalesce(func.sum(cwd_stats.c.session_count), 0))
-                value = (await conn.execute(statement.where(or_(*terms)))).scalar()
-            else:
-                await _tree_plan(conn, where)
+                return conn.scalar(statement.where(or_(*terms)))
+            with _tree_plan(conn, where):
                 statement = select(func.count()).select_from(sessions)
-                statement = statement.where(_filter_clause(where, conn.dialect.name))
-                value = (await conn.execute(statement)).scalar()
-        return int(value or 0)
+                statement = statement.where(_filter_clause(where, conn.dialect))
+                return conn.scalar(statement)
+
+        return int(await self._read(read) or 0)
 
     async def headers_page(
         self, after: tuple[int, str] | None, limit: int, where: ScopeFilter | None = None
@@ -259,42 +268,48 @@ class SqlCorpusReads(SqlBase):
         matching `where` when given."""
         if limit <= 0:
             return []
-        statement = _FIRST_PAGE if after is None else _PAGE_AFTER
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             params["created_at"], params["id"] = after
-        async with self._reading() as conn:
-            if where is not None:
-                await _tree_plan(conn, where)
-                clause = _filter_clause(where, conn.dialect.name, paging=True)
-                statement = statement.where(clause)
-            result = await conn.execute(statement, params)
-            return [_header_from_row(row) for row in result]
+
+        def read(conn: ReadConn) -> builtins.list[Any]:
+            statement = _FIRST_PAGE if after is None else _PAGE_AFTER
+            if where is None:
+                return conn.rows(statement, params)
+            with _tree_plan(conn, where):
+                clause = _filter_clause(where, conn.dialect, paging=True)
+                return conn.rows(statement.where(clause), params)
+
+        return [_header_from_row(row) for row in await self._read(read)]
 
     async def load_children(
         self, parent_ids: Sequence[str], where: ScopeFilter | None = None
     ) -> dict[str, builtins.list[SessionHeader]]:
         """The stored sessions whose parentSession is each id (ids with none left out),
         only those matching `where` when given; each list ordered by createdAt, then id."""
-        out: dict[str, builtins.list[SessionHeader]] = {}
-        async with self._reading() as conn:
+        ids = _unique(parent_ids)
+
+        def read(conn: ReadConn) -> dict[str, builtins.list[SessionHeader]]:
+            out: dict[str, builtins.list[SessionHeader]] = {}
             statement = _SELECT_CHILDREN
-            if where is not None:
-                await _tree_plan(conn, where)
-                statement = statement.where(_filter_clause(where, conn.dialect.name))
-            for chunk in _chunks(_unique(parent_ids), _KEY_CHUNK):
-                for row in await conn.execute(statement, {"ids": chunk}):
-                    header = _header_from_row(row)
-                    assert header.parent_session is not None
-                    out.setdefault(header.parent_session, []).append(header)
-        return out
+            with _tree_plan(conn, where):
+                if where is not None:
+                    statement = statement.where(_filter_clause(where, conn.dialect))
+                for chunk in _chunks(ids, _KEY_CHUNK):
+                    for row in conn.rows(statement, {"ids": chunk}):
+                        header = _header_from_row(row)
+                        assert header.parent_session is not None
+                        out.setdefault(header.parent_session, []).append(header)
+            return out
+
+        return await self._read(read)
 
     async def load_ancestry(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
         """Every stored header on the chain of any of these ids (the id itself when
         stored, then its stored parents): the union the core splits per seed.
         Terminates on cycles."""
-        async with self._reading() as conn:
-            return await _walk(conn, _SELECT_ANCESTRY, _unique(session_ids))
+        ids = _unique(session_ids)
+        return await self._read(lambda conn: _walk(conn, _SELECT_ANCESTRY, ids))
 
     async def load_descendancy(
         self,
@@ -307,42 +322,53 @@ class SqlCorpusReads(SqlBase):
         union the core splits per seed. Terminates on cycles. With `where`, only through
         visible sessions (see `gateway.core.backend.CorpusReads.load_descendancy`)."""
         ids = _unique(session_ids)
-        async with self._reading() as conn:
+
+        def read(conn: ReadConn) -> dict[str, SessionHeader]:
             if where is None:
-                found = await _walk(conn, _SELECT_DESCENDANCY, ids)
-            else:
-                if conn.dialect.name == "postgresql":
-                    await conn.execute(_PG_WALK_PLAN)
-                statement = _scoped_descendancy(where, conn.dialect.name, ids, inside)
-                found = {}
-                for row in await conn.execute(statement):
+                return _walk(conn, _SELECT_DESCENDANCY, ids)
+            found = {}
+            with _pg_walk_plan(conn):
+                statement = _scoped_descendancy(where, conn.dialect, ids, inside)
+                for row in conn.rows(statement):
                     found[row[_ID_INDEX]] = _header_from_row(row)
-        return found
+            return found
+
+        return await self._read(read)
 
 
-async def _headers_in(
-    conn: AsyncConnection, statement: Select[Any], ids: Sequence[str]
+def _headers_in(
+    conn: ReadConn, statement: Select[Any], ids: Sequence[str]
 ) -> dict[str, SessionHeader]:
     """Run `statement` (bound by `:ids`) per chunk of ids; its header rows by id."""
     out: dict[str, SessionHeader] = {}
     for chunk in _chunks(ids, _KEY_CHUNK):
-        for row in await conn.execute(statement, {"ids": chunk}):
+        for row in conn.rows(statement, {"ids": chunk}):
             out[row[_ID_INDEX]] = _header_from_row(row)
     return out
 
 
-async def _tree_plan(conn: AsyncConnection, where: ScopeFilter) -> None:
+@contextmanager
+def _pg_walk_plan(conn: ReadConn, wanted: bool = True) -> Iterator[None]:
+    """The index walk plan on PostgreSQL for the statements inside, set back after
+    (module docstring); nothing elsewhere. Not set back on a failure: the failed
+    transaction is not read again."""
+    if not wanted or conn.dialect != "postgresql":
+        yield
+        return
+    conn.run(_PG_WALK_PLAN)
+    yield
+    for reset in _PG_RESET_PLAN:
+        conn.run(reset)
+
+
+def _tree_plan(conn: ReadConn, where: ScopeFilter | None) -> Any:
     """A tree filter walks like a lineage read: same plan on PostgreSQL."""
-    if where.tree_seeds and conn.dialect.name == "postgresql":
-        await conn.execute(_PG_WALK_PLAN)
+    return _pg_walk_plan(conn, where is not None and bool(where.tree_seeds))
 
 
-async def _walk(
-    conn: AsyncConnection, statement: Select[Any], ids: Sequence[str]
-) -> dict[str, SessionHeader]:
+def _walk(conn: ReadConn, statement: Select[Any], ids: Sequence[str]) -> dict[str, SessionHeader]:
     """A recursive lineage read, with the index walk plan on PostgreSQL (module docstring)."""
     if not ids:
         return {}
-    if conn.dialect.name == "postgresql":
-        await conn.execute(_PG_WALK_PLAN)
-    return await _headers_in(conn, statement, ids)
+    with _pg_walk_plan(conn):
+        return _headers_in(conn, statement, ids)

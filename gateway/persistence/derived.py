@@ -15,14 +15,14 @@ follows `replaced_by` while it is `< n`; only citers `< n` derive from an event.
 Every method takes many keys and answers them with a bounded number of
 statements: keys are chunked, and one chunk is one UNION ALL of per-key,
 index-range subqueries (each with its own LIMIT where there is one), tagged
-with the key's position `k`. Each call runs in one read transaction.
+with the key's position `k`. Each call is one synchronous question run in one
+hop (`SqlBase._read`), in one read transaction.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -45,7 +45,6 @@ from sqlalchemy import (
     text,
     union_all,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.core.backend import EventQuery, StoredEvent, StoredSession, StoredTrace
 from gateway.core.fold import CURRENT_CODE, LOG_ONLY_CODE, SHADOWED_CODE
@@ -62,6 +61,7 @@ from .codec import (
 )
 from .errors import StoredDataError
 from .integrity import StoredExtent, check_ascending, check_class_total, check_run
+from .readers import ReadConn, ReadFn, T, fixed
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 _KEY_CHUNK = 100
@@ -78,6 +78,8 @@ _SELECT_SESSIONS = select(
     sessions.c.shadowed_count,
     sessions.c.derived_count,
 )
+_SELECT_SESSIONS_IN = _SELECT_SESSIONS.where(sessions.c.id.in_(bindparam("ids", expanding=True)))
+fixed(_SELECT_SESSIONS_IN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,15 +178,17 @@ def _statement(key: tuple[Any, ...], build: Callable[[Any], _Stmt], arg: Any) ->
 class SqlDerivedReads(SqlBase):
     """Pages of classified events, single events, surfaces and traces by index."""
 
-    @asynccontextmanager
-    async def _derived_reading(self) -> AsyncIterator[AsyncConnection]:
-        """A read transaction for the compound reads here. On PostgreSQL without JIT:
+    async def _derived_read(self, fn: ReadFn[T]) -> T:
+        """A read question for the compound reads here. On PostgreSQL without JIT:
         a compound of many index lookups (a recursive one above all) is estimated
         expensive enough to be JIT-compiled, which costs ~100x what running it does."""
-        async with self._reading() as conn:
-            if conn.dialect.name == "postgresql":
-                await conn.execute(_NO_JIT)
-            yield conn
+
+        def read(conn: ReadConn) -> T:
+            if conn.dialect == "postgresql":
+                conn.run(_NO_JIT)
+            return fn(conn)
+
+        return await self._read(read)
 
     async def load_sessions(self, session_ids: Sequence[str]) -> dict[str, StoredSession]:
         """Header, log size and class counts of each stored id (one read of the row).
@@ -192,76 +196,27 @@ class SqlDerivedReads(SqlBase):
         `counts` is None unless the stored derivations cover the whole log.
         """
         ids = builtins.list(dict.fromkeys(session_ids))
+
+        def read(conn: ReadConn) -> builtins.list[Any]:
+            rows: builtins.list[Any] = []
+            for chunk in _chunks(ids, _ID_CHUNK):
+                rows.extend(conn.rows(_SELECT_SESSIONS_IN, {"ids": chunk}))
+            return rows
+
         out: dict[str, StoredSession] = {}
         width = len(HEADER_COLUMNS)
-        async with self._reading() as conn:
-            for chunk in _chunks(ids, _ID_CHUNK):
-                result = await conn.execute(_SELECT_SESSIONS.where(sessions.c.id.in_(chunk)))
-                for row in result:
-                    count, current, shadowed, derived = (int(v) for v in row[width:])
-                    counts = (
-                        (count - current - shadowed, current, shadowed)
-                        if derived == count
-                        else None
-                    )
-                    header = _header_from_row(row[:width])
-                    out[header.id] = StoredSession(header, count, counts)
+        for row in await self._read(read):
+            count, current, shadowed, derived = (int(v) for v in row[width:])
+            counts = (count - current - shadowed, current, shadowed) if derived == count else None
+            header = _header_from_row(row[:width])
+            out[header.id] = StoredSession(header, count, counts)
         return out
 
     async def read_derivations(self, session_ids: Sequence[str]) -> dict[str, StoredDerivations]:
         """The stored log and derivations of each stored id, in one read transaction
         (ids not stored are left out). Reads whole logs: for checking, not serving."""
         ids = builtins.list(dict.fromkeys(session_ids))
-        out: dict[str, StoredDerivations] = {}
-        width = len(HEADER_COLUMNS)
-        columns = [events.c.session_id, *_event_columns(False), _raw(events.c.surface_label)]
-        async with self._reading() as conn:
-            for chunk in _chunks(ids, _ID_CHUNK):
-                rows = (await conn.execute(_SELECT_SESSIONS.where(sessions.c.id.in_(chunk)))).all()
-                heads = {row[0]: row for row in rows}
-                logs: dict[str, tuple[builtins.list[StoredEvent], builtins.list[Any]]] = {}
-                found = (
-                    await conn.execute(
-                        select(*columns)
-                        .where(events.c.session_id.in_(builtins.list(heads)))
-                        .order_by(events.c.session_id, events.c.seq)
-                    )
-                ).all()
-                for sid, group in groupby(found, key=itemgetter(0)):
-                    rows_of = builtins.list(group)
-                    logs[sid] = (
-                        _stored_events_from_rows(row[1:-1] for row in rows_of),
-                        [row[-1] for row in rows_of],
-                    )
-                del found
-                cited: dict[str, builtins.list[tuple[int, int]]] = {}
-                result = await conn.execute(
-                    select(citations.c.session_id, citations.c.seq, citations.c.cited_by)
-                    .where(citations.c.session_id.in_(builtins.list(heads)))
-                    .order_by(citations.c.session_id, citations.c.seq, citations.c.cited_by)
-                )
-                for sid, seq, cited_by in result:
-                    cited.setdefault(sid, []).append((int(seq), int(cited_by)))
-                events_of = {sid: [r.event for r in stored] for sid, (stored, _) in logs.items()}
-                await _fill_rewrite_payloads(conn, events_of)
-                for sid, row in heads.items():
-                    stored, labels = logs.get(sid, ([], []))
-                    log = events_of.get(sid, [])
-                    count, current, shadowed, derived = (int(v) for v in row[width:])
-                    out[sid] = StoredDerivations(
-                        _header_from_row(row[:width]),
-                        count,
-                        current,
-                        shadowed,
-                        derived,
-                        log,
-                        [
-                            (r.surface, r.replaced_by, label)
-                            for r, label in zip(stored, labels, strict=True)
-                        ],
-                        cited.get(sid, []),
-                    )
-        return out
+        return await self._read(lambda conn: _read_derivations(conn, ids))
 
     async def read_events(
         self, queries: Sequence[EventQuery]
@@ -274,9 +229,16 @@ class SqlDerivedReads(SqlBase):
         `StoredDataError` rather than a short answer.
         """
         wanted = builtins.list(dict.fromkeys(queries))
-        out: dict[EventQuery, builtins.list[StoredEvent]] = {}
-        async with self._derived_reading() as conn:
-            known = await _stored_extents(conn, (q.session_id for q in wanted))
+
+        def read(
+            conn: ReadConn,
+        ) -> tuple[
+            dict[EventQuery, builtins.list[StoredEvent]],
+            builtins.list[EventQuery],
+            dict[str, StoredExtent],
+        ]:
+            out: dict[EventQuery, builtins.list[StoredEvent]] = {}
+            known = _stored_extents(conn, (q.session_id for q in wanted))
             asked = []
             for query in wanted:
                 if query.session_id not in known:
@@ -290,12 +252,15 @@ class SqlDerivedReads(SqlBase):
                 params: dict[str, Any] = {}
                 for k, q in enumerate(chunk):
                     params.update(_event_params(q, k))
-                rows = (await conn.execute(statement, params)).all()
+                rows = conn.rows(statement, params)
                 for k, found in _by_key(rows):
                     query = chunk[k]
-                    stored = _stored_events_from_rows(found)
+                    stored = _stored_events_from_rows(found, pause_gc=False)
                     out[query] = stored if query.limit is None else stored[: query.limit]
-            await _check_against_index(conn, asked, out, known)
+            _check_against_index(conn, asked, out, known)
+            return out, asked, known
+
+        out, asked, known = await self._derived_read(read)
         for query in asked:
             _check_events(query, out[query], known[query.session_id])
         return out
@@ -307,16 +272,19 @@ class SqlDerivedReads(SqlBase):
         by_session: dict[str, builtins.list[int]] = {}
         for sid, seq in dict.fromkeys(keys):
             by_session.setdefault(sid, []).append(seq)
-        async with self._derived_reading() as conn:
-            found = await _events_at(conn, _flatten(by_session))
+
+        def read(conn: ReadConn) -> dict[tuple[str, int], StoredEvent]:
+            found = _events_at(conn, _flatten(by_session))
             missing = [key for key in dict.fromkeys(keys) if key not in found]
             if missing:  # absent, or lost: the stored count says which
-                extents = await _stored_extents(conn, (sid for sid, _ in missing))
+                extents = _stored_extents(conn, (sid for sid, _ in missing))
                 for sid, seq in missing:
                     extent = extents.get(sid)
                     if extent is not None and 0 <= seq < extent.event_count:
                         check_run(sid, [], seq, seq, extent, what="a read of one event")
-        return found
+            return found
+
+        return await self._derived_read(read)
 
     async def read_surfaces(
         self, keys: Sequence[tuple[str, int]]
@@ -324,9 +292,16 @@ class SqlDerivedReads(SqlBase):
         """For each (session id, as_of): the surface as it stood when the log had
         `as_of` events, in model-visible order, payloads included."""
         wanted = builtins.list(dict.fromkeys(keys))
-        out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
-        async with self._derived_reading() as conn:
-            known = await _stored_extents(conn, (sid for sid, _ in wanted))
+
+        def read(
+            conn: ReadConn,
+        ) -> tuple[
+            dict[tuple[str, int], builtins.list[StoredEvent]],
+            builtins.list[tuple[str, int]],
+            dict[str, StoredExtent],
+        ]:
+            out: dict[tuple[str, int], builtins.list[StoredEvent]] = {}
+            known = _stored_extents(conn, (sid for sid, _ in wanted))
             asked = []
             for key in wanted:
                 if key[0] in known:
@@ -339,9 +314,14 @@ class SqlDerivedReads(SqlBase):
                 params: dict[str, Any] = {}
                 for k, (sid, as_of) in enumerate(chunk):
                     params[f"sid{k}"], params[f"n{k}"] = sid, as_of
-                rows = (await conn.execute(statement, params)).all()
+                rows = conn.rows(statement, params)
                 for k, found in _by_key(rows):
-                    out[chunk[k]] = _stored_events_from_rows(row[:-1] for row in found)
+                    out[chunk[k]] = _stored_events_from_rows(
+                        (row[:-1] for row in found), pause_gc=False
+                    )
+            return out, asked, known
+
+        out, asked, known = await self._derived_read(read)
         for key in asked:
             _check_surface(key, out[key], known[key[0]])
         return out
@@ -352,10 +332,11 @@ class SqlDerivedReads(SqlBase):
         """For each (session id, seq, as_of): the event's stored relations as of `as_of`
         (an event not in the log as of `as_of` has none)."""
         wanted = builtins.list(dict.fromkeys(keys))
-        out: dict[tuple[str, int, int], StoredTrace] = {}
         empty = StoredTrace((), (), ())
-        async with self._derived_reading() as conn:
-            known = await _stored_ids(conn, (sid for sid, _, _ in wanted))
+
+        def read(conn: ReadConn) -> dict[tuple[str, int, int], StoredTrace]:
+            out: dict[tuple[str, int, int], StoredTrace] = {}
+            known = _stored_ids(conn, (sid for sid, _, _ in wanted))
             asked = []
             for key in wanted:
                 sid, seq, as_of = key
@@ -364,12 +345,64 @@ class SqlDerivedReads(SqlBase):
                     if 0 <= seq < as_of:
                         asked.append(key)
             for chunk in _chunks(asked, _KEY_CHUNK):
-                chains = await _chains(conn, chunk)
-                relations = await _relations(conn, chunk)
+                chains = _chains(conn, chunk)
+                relations = _relations(conn, chunk)
                 for k, key in enumerate(chunk):
                     replaced, derived = relations.get(k, ((), ()))
                     out[key] = StoredTrace(chains.get(k, ()), replaced, derived)
-        return out
+            return out
+
+        return await self._derived_read(read)
+
+
+def _read_derivations(conn: ReadConn, ids: Sequence[str]) -> dict[str, StoredDerivations]:
+    out: dict[str, StoredDerivations] = {}
+    width = len(HEADER_COLUMNS)
+    columns = [events.c.session_id, *_event_columns(False), _raw(events.c.surface_label)]
+    for chunk in _chunks(ids, _ID_CHUNK):
+        rows = conn.rows(_SELECT_SESSIONS_IN, {"ids": chunk})
+        heads = {row[0]: row for row in rows}
+        logs: dict[str, tuple[builtins.list[StoredEvent], builtins.list[Any]]] = {}
+        found = conn.rows(
+            select(*columns)
+            .where(events.c.session_id.in_(builtins.list(heads)))
+            .order_by(events.c.session_id, events.c.seq)
+        )
+        for sid, group in groupby(found, key=itemgetter(0)):
+            rows_of = builtins.list(group)
+            logs[sid] = (
+                _stored_events_from_rows((row[1:-1] for row in rows_of), pause_gc=False),
+                [row[-1] for row in rows_of],
+            )
+        del found
+        cited: dict[str, builtins.list[tuple[int, int]]] = {}
+        result = conn.rows(
+            select(citations.c.session_id, citations.c.seq, citations.c.cited_by)
+            .where(citations.c.session_id.in_(builtins.list(heads)))
+            .order_by(citations.c.session_id, citations.c.seq, citations.c.cited_by)
+        )
+        for sid, seq, cited_by in result:
+            cited.setdefault(sid, []).append((int(seq), int(cited_by)))
+        events_of = {sid: [r.event for r in stored] for sid, (stored, _) in logs.items()}
+        _fill_rewrite_payloads(conn, events_of)
+        for sid, row in heads.items():
+            stored, labels = logs.get(sid, ([], []))
+            log = events_of.get(sid, [])
+            count, current, shadowed, derived = (int(v) for v in row[width:])
+            out[sid] = StoredDerivations(
+                _header_from_row(row[:width]),
+                count,
+                current,
+                shadowed,
+                derived,
+                log,
+                [
+                    (r.surface, r.replaced_by, label)
+                    for r, label in zip(stored, labels, strict=True)
+                ],
+                cited.get(sid, []),
+            )
+    return out
 
 
 def _bounds(query: EventQuery) -> tuple[int, frozenset[int]] | None:
@@ -504,13 +537,11 @@ def _surfaces_statement(m: int) -> _Stmt:
     return _compound(parts, "k", "surface_label")
 
 
-async def _chains(
-    conn: AsyncConnection, chunk: Sequence[tuple[str, int, int]]
-) -> dict[int, tuple[int, ...]]:
+def _chains(conn: ReadConn, chunk: Sequence[tuple[str, int, int]]) -> dict[int, tuple[int, ...]]:
     """Each key's replacement chain as of its length: one recursive query for the chunk."""
     m = len(chunk)
     statement = _statement(("chains", m), _chains_statement, m)
-    rows: Sequence[Any] = (await conn.execute(statement, _trace_params(chunk))).all()
+    rows: Sequence[Any] = conn.rows(statement, _trace_params(chunk))
     out: dict[int, builtins.list[int]] = {}
     for row in rows:
         out.setdefault(int(row[0]), []).append(int(row[1]))
@@ -562,13 +593,13 @@ def _chains_statement(m: int) -> Select[Any]:
     return select(chain.c.k, chain.c.seq).where(chain.c.seq.is_not(None)).order_by("k", "depth")
 
 
-async def _relations(
-    conn: AsyncConnection, chunk: Sequence[tuple[str, int, int]]
+def _relations(
+    conn: ReadConn, chunk: Sequence[tuple[str, int, int]]
 ) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
     """Each key's replaced seqs (surface order) and citers < as_of (ascending)."""
     m = len(chunk)
     statement = _statement(("relations", m), _relations_statement, m)
-    rows: Sequence[Any] = (await conn.execute(statement, _trace_params(chunk))).all()
+    rows: Sequence[Any] = conn.rows(statement, _trace_params(chunk))
     found: dict[int, tuple[builtins.list[int], builtins.list[int]]] = {}
     for row in rows:
         found.setdefault(int(row[0]), ([], []))[int(row[1])].append(int(row[2]))
@@ -602,9 +633,7 @@ def _relations_statement(m: int) -> _Stmt:
     return _compound(parts, "k", "kind", "position")
 
 
-async def _fill_rewrite_payloads(
-    conn: AsyncConnection, logs: dict[str, builtins.list[SessionEvent]]
-) -> None:
+def _fill_rewrite_payloads(conn: ReadConn, logs: dict[str, builtins.list[SessionEvent]]) -> None:
     """Put the payloads fold rule 7 compares into fold-columns-only logs (in place): those
     of tool/result replacements and of the events they name as `start` (the fold reads
     no other payload), for many sessions in a few keyed queries."""
@@ -617,14 +646,14 @@ async def _fill_rewrite_payloads(
                 start = op.get("start")
                 if type(start) is int and 0 <= start < position and log[start].seq == start:
                     needed[(sid, start)] = start
-    for (sid, seq), found in (await _events_at(conn, sorted(needed))).items():
+    for (sid, seq), found in _events_at(conn, sorted(needed)).items():
         log = logs[sid]
         position = needed[(sid, seq)]
         log[position] = log[position]._replace(data=found.event.data)
 
 
-async def _events_at(
-    conn: AsyncConnection, keys: Sequence[tuple[str, int]]
+def _events_at(
+    conn: ReadConn, keys: Sequence[tuple[str, int]]
 ) -> dict[tuple[str, int], StoredEvent]:
     """The stored events at these (session id, seq) keys (grouped by session), payloads
     included, in one statement per chunk of keys; missing keys are left out."""
@@ -638,10 +667,10 @@ async def _events_at(
         params: dict[str, Any] = {}
         for j, (sid, seqs) in enumerate(grouped.items()):
             params[f"sid{j}"], params[f"seqs{j}"] = sid, seqs
-        rows = (await conn.execute(statement, params)).all()
+        rows = conn.rows(statement, params)
         sids = [row[0] for row in rows]
         for sid, stored in zip(
-            sids, _stored_events_from_rows(row[1:] for row in rows), strict=True
+            sids, _stored_events_from_rows((row[1:] for row in rows), pause_gc=False), strict=True
         ):
             out[(sid, stored.event.seq)] = stored
     return out
@@ -653,19 +682,18 @@ _SELECT_EXTENTS = select(
     sessions.c.current_count,
     sessions.c.shadowed_count,
     sessions.c.derived_count,
-)
+).where(sessions.c.id.in_(bindparam("ids", expanding=True)))
+_SELECT_IDS = select(sessions.c.id).where(sessions.c.id.in_(bindparam("ids", expanding=True)))
+fixed(_SELECT_EXTENTS, _SELECT_IDS)
 
 
-async def _stored_extents(
-    conn: AsyncConnection, session_ids: Iterable[str]
-) -> dict[str, StoredExtent]:
+def _stored_extents(conn: ReadConn, session_ids: Iterable[str]) -> dict[str, StoredExtent]:
     """What the `sessions` rows of these ids state about their logs (stored ids only):
     the read that proves the ids are stored, so the checks cost no extra query."""
     ids = builtins.list(dict.fromkeys(session_ids))
     out: dict[str, StoredExtent] = {}
     for chunk in _chunks(ids, _ID_CHUNK):
-        result = await conn.execute(_SELECT_EXTENTS.where(sessions.c.id.in_(chunk)))
-        for sid, *counts in result:
+        for sid, *counts in conn.rows(_SELECT_EXTENTS, {"ids": chunk}):
             out[sid] = StoredExtent(*(int(v) for v in counts))
     return out
 
@@ -698,8 +726,8 @@ def _index_seqs_statement(shapes: tuple[tuple[frozenset[int], bool], ...]) -> _S
     return _compound(parts, "k", "seq")
 
 
-async def _check_against_index(
-    conn: AsyncConnection,
+def _check_against_index(
+    conn: ReadConn,
     asked: Sequence[EventQuery],
     out: dict[EventQuery, builtins.list[StoredEvent]],
     known: dict[str, StoredExtent],
@@ -725,7 +753,7 @@ async def _check_against_index(
             if q.limit is not None:
                 params[f"lim{k}"] = q.limit
         named: dict[int, builtins.list[int]] = {}
-        for k, found in _by_key((await conn.execute(statement, params)).all()):
+        for k, found in _by_key(conn.rows(statement, params)):
             named[k] = [int(row[0]) for row in found]
         for k, (q, _) in enumerate(chunk):
             want = named.get(k, [])[: q.limit]
@@ -744,15 +772,9 @@ async def _check_against_index(
         extent = known[q.session_id]
         short = q.limit is None or len(out[q]) < q.limit
         if q.lo > 0 and short and q.hi >= extent.event_count - 1 and extent.derived:
-            before = (
-                await conn.execute(
-                    select(func.count()).where(
-                        events.c.session_id == q.session_id,
-                        events.c.surface.in_(builtins.list(codes)),
-                        events.c.seq < q.lo,
-                    )
-                )
-            ).scalar()
+            before = conn.scalar(
+                _COUNT_BEFORE, {"sid": q.session_id, "codes": sorted(codes), "lo": q.lo}
+            )
             read = int(before or 0) + len(out[q])
             check_class_total(q.session_id, read, codes, extent, what="the last page")
 
@@ -785,13 +807,20 @@ def _check_surface(key: tuple[str, int], rows: Sequence[StoredEvent], extent: St
         check_class_total(sid, len(rows), frozenset({CURRENT_CODE}), extent, what="the surface")
 
 
-async def _stored_ids(conn: AsyncConnection, session_ids: Iterable[str]) -> set[str]:
+def _stored_ids(conn: ReadConn, session_ids: Iterable[str]) -> set[str]:
     ids = builtins.list(dict.fromkeys(session_ids))
     out: set[str] = set()
     for chunk in _chunks(ids, _ID_CHUNK):
-        result = await conn.execute(select(sessions.c.id).where(sessions.c.id.in_(chunk)))
-        out.update(row[0] for row in result)
+        out.update(row[0] for row in conn.rows(_SELECT_IDS, {"ids": chunk}))
     return out
+
+
+_COUNT_BEFORE = select(func.count()).where(
+    events.c.session_id == bindparam("sid"),
+    events.c.surface.in_(bindparam("codes", expanding=True)),
+    events.c.seq < bindparam("lo"),
+)
+fixed(_COUNT_BEFORE)
 
 
 def _by_key(rows: Sequence[Any]) -> Iterable[tuple[int, builtins.list[Any]]]:

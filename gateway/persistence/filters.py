@@ -22,8 +22,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, false, func, or_, select, true
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, and_, bindparam, false, func, or_, select, true
 
 from gateway.core.backend import EventQuery, ScopeFilter
 from gateway.core.filters import SessionFilter
@@ -34,6 +33,7 @@ from .base import SqlBase
 from .codec import _header_from_row
 from .corpus import _COUNT, _FIRST_PAGE, _PAGE_AFTER, _filter_clause, _tree_plan
 from .errors import StoredDataError
+from .readers import ReadConn
 from .tables import cwd_stats, events
 from .tables import sessions as _sessions
 
@@ -110,7 +110,7 @@ def event_count_statement(query: EventQuery) -> Any:
     return select(func.count()).select_from(events).where(*terms)
 
 
-async def _page_cwd(conn: AsyncConnection, f: SessionFilter, limit: int) -> ColumnElement[Any]:
+def _page_cwd(conn: ReadConn, f: SessionFilter, limit: int) -> ColumnElement[Any]:
     """The cwd expression a SQLite page tests: the column, or `cwd || ''` to keep the
     planner off `ix_sessions_cwd` when walking the newest-first index is cheaper.
 
@@ -120,19 +120,22 @@ async def _page_cwd(conn: AsyncConnection, f: SessionFilter, limit: int) -> Colu
     `corpus_stats` give S and N in two reads of a few rows, so the page takes the cwd
     index only when `S * S <= limit * N`. (PostgreSQL's planner has the statistics.)"""
     column: ColumnElement[Any] = _sessions.c.cwd
-    if conn.dialect.name != "sqlite" or not f.cwd or None in f.cwd:
+    if conn.dialect != "sqlite" or not f.cwd or None in f.cwd:
         return column
     named = builtins.list(dict.fromkeys(v for v in f.cwd if v is not None))
-    matching = (
-        await conn.execute(
-            select(func.coalesce(func.sum(cwd_stats.c.session_count), 0)).where(
-                cwd_stats.c.cwd.in_(named)
-            )
+    matching = conn.scalar(
+        select(func.coalesce(func.sum(cwd_stats.c.session_count), 0)).where(
+            cwd_stats.c.cwd.in_(named)
         )
-    ).scalar()
-    total = (await conn.execute(_COUNT)).scalar()
+    )
+    total = conn.scalar(_COUNT)
     s, n = int(matching or 0), int(total or 0)
     return column.concat("") if s * s > limit * n else column
+
+
+_SELECT_EXTENTS_IN = select(_sessions.c.id, _sessions.c.event_count).where(
+    _sessions.c.id.in_(bindparam("ids", expanding=True))
+)
 
 
 class SqlFilterReads(SqlBase):
@@ -151,16 +154,18 @@ class SqlFilterReads(SqlBase):
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             params["created_at"], params["id"] = after
-        async with self._reading() as conn:
-            cwd = await _page_cwd(conn, sessions, limit)
+
+        def read(conn: ReadConn) -> builtins.list[Any]:
+            cwd = _page_cwd(conn, sessions, limit)
             statement = (_FIRST_PAGE if after is None else _PAGE_AFTER).where(
                 session_clause(sessions, cwd)
             )
-            if where is not None:
-                await _tree_plan(conn, where)
-                statement = statement.where(_filter_clause(where, conn.dialect.name, paging=True))
-            result = await conn.execute(statement, params)
-            return [_header_from_row(row) for row in result]
+            with _tree_plan(conn, where):
+                if where is not None:
+                    statement = statement.where(_filter_clause(where, conn.dialect, paging=True))
+                return conn.rows(statement, params)
+
+        return [_header_from_row(row) for row in await self._read(read)]
 
     async def count_filtered_sessions(
         self, sessions: SessionFilter, where: ScopeFilter | None = None
@@ -174,33 +179,34 @@ class SqlFilterReads(SqlBase):
             and sessions.parent is None
             and sessions.created_at is None
         )
-        async with self._reading() as conn:
+
+        def read(conn: ReadConn) -> Any:
             if cwd_only:
                 assert sessions.cwd is not None
                 statement = select(func.coalesce(func.sum(cwd_stats.c.session_count), 0)).where(
                     cwd_stats.c.cwd.in_(builtins.list(dict.fromkeys(sessions.cwd)))
                 )
-            else:
-                statement = select(func.count()).select_from(_sessions)
-                statement = statement.where(session_clause(sessions))
+                return conn.scalar(statement)
+            statement = select(func.count()).select_from(_sessions)
+            statement = statement.where(session_clause(sessions))
+            with _tree_plan(conn, where):
                 if where is not None:
-                    await _tree_plan(conn, where)
-                    statement = statement.where(_filter_clause(where, conn.dialect.name))
-            value = (await conn.execute(statement)).scalar()
-        return int(value or 0)
+                    statement = statement.where(_filter_clause(where, conn.dialect))
+                return conn.scalar(statement)
+
+        return int(await self._read(read) or 0)
 
     async def count_events(self, queries: Sequence[EventQuery]) -> dict[EventQuery, int]:
         """How many events each ranged read matches (its limit ignored); queries of
         sessions that are not stored are left out."""
         wanted = builtins.list(dict.fromkeys(queries))
-        out: dict[EventQuery, int] = {}
-        async with self._reading() as conn:
+
+        def read(conn: ReadConn) -> dict[EventQuery, int]:
+            out: dict[EventQuery, int] = {}
             ids = builtins.list(dict.fromkeys(q.session_id for q in wanted))
             known: dict[str, int] = {}
             if ids:
-                found = await conn.execute(
-                    select(_sessions.c.id, _sessions.c.event_count).where(_sessions.c.id.in_(ids))
-                )
+                found = conn.rows(_SELECT_EXTENTS_IN, {"ids": ids})
                 known = {row[0]: int(row[1]) for row in found}
             for query in wanted:
                 if query.session_id not in known:
@@ -213,11 +219,13 @@ class SqlFilterReads(SqlBase):
                 if empty:
                     out[query] = 0
                     continue
-                value = (await conn.execute(event_count_statement(query))).scalar()
+                value = conn.scalar(event_count_statement(query))
                 out[query] = int(value or 0)
                 if query.surfaces is None and query.time is None and query.types is None:
                     _check_range_count(query, out[query], known[query.session_id])
-        return out
+            return out
+
+        return await self._read(read)
 
 
 def _check_range_count(query: EventQuery, found: int, event_count: int) -> None:

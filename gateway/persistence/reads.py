@@ -3,7 +3,8 @@
 What the contract requires of every backend (`list()`, `load()`) plus the
 by-id header lookups and the ranged read that hosts (`checkpoint`) use. The
 core's per-request questions go to `corpus.py` and `derived.py` instead.
-Every read is SQLAlchemy Core over the primary key `(session_id, seq)`.
+Every read is SQLAlchemy Core over the primary key `(session_id, seq)`, each
+question one synchronous function run in one hop (`gateway.persistence.readers`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ from sqlalchemy import (
     bindparam,
     select,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.core.model import SessionEvent, SessionHeader
 
 from .base import SqlBase
 from .codec import (
     _chunks,
-    _driver_rows,
     _events_from_rows,
     _header_from_row,
     _json_text,
@@ -36,6 +35,7 @@ from .errors import (
     UnknownSessionError,
 )
 from .integrity import StoredExtent, check_run
+from .readers import ReadConn, fixed
 from .tables import HEADER_COLUMNS, events, sessions
 
 _HEADER_SELECT = [sessions.c[name] for name in HEADER_COLUMNS]
@@ -83,6 +83,17 @@ _SELECT_SURFACE_FOLD = (
 )
 
 
+_SELECT_COUNT = select(sessions.c.event_count).where(sessions.c.id == _SID)
+fixed(
+    _SELECT_ALL,
+    _SELECT_HEADERS_IN,
+    _SELECT_WINDOW,
+    _SELECT_HEADER,
+    _SELECT_HEADER_AND_COUNT,
+    _SELECT_HEADERS,
+    _SELECT_COUNT,
+)
+
 _PAYLOAD_CHUNK = 1000
 _KEY_CHUNK = 500
 _WINDOW_CHUNK = 100
@@ -106,24 +117,17 @@ class SqlReads(SqlBase):
 
     async def list(self) -> builtins.list[SessionHeader]:
         """Every stored header, newest first (ties by id)."""
-        async with self._reading() as conn:
-            rows = (await conn.execute(_SELECT_HEADERS)).all()
+        rows = await self._read(lambda conn: conn.rows(_SELECT_HEADERS))
         return [_header_from_row(row) for row in rows]
 
     async def load_header(self, session_id: str) -> SessionHeader | None:
         """The stored header of one session, or None."""
-        async with self._reading() as conn:
-            row = (await conn.execute(_SELECT_HEADER, {"sid": session_id})).first()
-        return None if row is None else _header_from_row(row)
+        rows = await self._read(lambda conn: conn.rows(_SELECT_HEADER, {"sid": session_id}))
+        return _header_from_row(rows[0]) if rows else None
 
     async def count(self, session_id: str) -> int:
         """The stored log's length (the next seq); UnknownSessionError if not stored."""
-        async with self._reading() as conn:
-            value = (
-                await conn.execute(
-                    select(sessions.c.event_count).where(sessions.c.id == session_id)
-                )
-            ).scalar()
+        value = await self._read(lambda conn: conn.scalar(_SELECT_COUNT, {"sid": session_id}))
         if value is None:
             raise UnknownSessionError(session_id)
         return int(value)
@@ -148,31 +152,32 @@ class SqlReads(SqlBase):
         lo: int,
         hi: int | None,
     ) -> tuple[SessionHeader, builtins.list[SessionEvent]]:
-        async with self._reading() as conn:
-            row = (await conn.execute(_SELECT_HEADER_AND_COUNT, {"sid": session_id})).first()
-            if row is None:
+        def read(conn: ReadConn) -> tuple[Any, builtins.list[Any]]:
+            heads = conn.rows(_SELECT_HEADER_AND_COUNT, {"sid": session_id})
+            if not heads:
                 raise UnknownSessionError(session_id)
-            rows = await _driver_rows(conn, statement, {"sid": session_id, **params})
+            row = heads[0]
+            rows = conn.rows(statement, {"sid": session_id, **params})
             extent = StoredExtent(int(row[-1]))
             end = extent.event_count - 1 if hi is None else hi
             check_run(session_id, [r[0] for r in rows], lo, end, extent, what="a load")
-            loaded = await decode_events(rows)
-            del rows
+            return row, rows
+
+        row, rows = await self._read(read)
+        loaded = await decode_events(rows)
+        del rows
         return _header_from_row(row[:-1]), loaded
 
     async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
         """The stored headers of these ids; ids that are not stored are left out."""
-        async with self._reading() as conn:
-            return await self._headers_of(conn, session_ids)
+        return await self._read(lambda conn: headers_of(conn, session_ids))
 
-    @staticmethod
-    async def _headers_of(
-        conn: AsyncConnection, session_ids: Iterable[str]
-    ) -> dict[str, SessionHeader]:
-        ids = builtins.list(dict.fromkeys(session_ids))
-        out: dict[str, SessionHeader] = {}
-        for chunk in _chunks(ids, _KEY_CHUNK):
-            result = await conn.execute(_SELECT_HEADERS_IN, {"ids": chunk})
-            for row in result:
-                out[row[0]] = _header_from_row(row)
-        return out
+
+def headers_of(conn: ReadConn, session_ids: Iterable[str]) -> dict[str, SessionHeader]:
+    """The stored headers of these ids, by id (one statement per chunk of ids)."""
+    ids = builtins.list(dict.fromkeys(session_ids))
+    out: dict[str, SessionHeader] = {}
+    for chunk in _chunks(ids, _KEY_CHUNK):
+        for row in conn.rows(_SELECT_HEADERS_IN, {"ids": chunk}):
+            out[row[0]] = _header_from_row(row)
+    return out

@@ -25,6 +25,7 @@ transaction, on either engine:
   `LIMIT`. `search_sessions` keeps each session's best event with
   `row_number()` over the session, then ranks and pages those.
 
+Each search is one synchronous question run in one hop (`SqlBase._read`).
 The SQL answers the page of the ranking only; snippets are made by the core
 (`gateway.core.matching.snippet`) from the returned text.
 """
@@ -61,6 +62,7 @@ from .base import SqlBase
 from .corpus import _filter_clause, _tree_plan
 from .engine import FTS_VOCAB_TABLE
 from .filters import session_clause
+from .readers import ReadConn
 from .tables import event_fts, event_texts, events, sessions
 from .texts import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, stored_term
 
@@ -241,20 +243,22 @@ class SqlSearchReads(SqlBase):
         """The matching events, ranked (see `gateway.core.backend.StoredSearch`)."""
         if not search.phrase or search.limit <= 0:
             return []
-        async with self._reading() as conn:
-            dialect = conn.dialect.name
-            hits, params = _hits(search, dialect)
-            statement = _ranked(hits.subquery("hits"), search, dialect)
-            if search.where is not None:
-                await _tree_plan(conn, search.where)
-            return _rows_to_hits(await conn.execute(statement, params))
+
+        def read(conn: ReadConn) -> builtins.list[Any]:
+            hits, params = _hits(search, conn.dialect)
+            statement = _ranked(hits.subquery("hits"), search, conn.dialect)
+            with _tree_plan(conn, search.where):
+                return conn.rows(statement, params)
+
+        return _rows_to_hits(await self._read(read))
 
     async def search_sessions(self, search: StoredSearch) -> builtins.list[StoredHit]:
         """Each matching session's best event, sessions ranked by it."""
         if not search.phrase or search.limit <= 0:
             return []
-        async with self._reading() as conn:
-            dialect = conn.dialect.name
+
+        def read(conn: ReadConn) -> builtins.list[Any]:
+            dialect = conn.dialect
             hits, params = _hits(search, dialect)
             inner = hits.subquery("hits")
             best = func.row_number().over(
@@ -268,6 +272,7 @@ class SqlSearchReads(SqlBase):
             )
             per_session = select(*inner.c, best.label("rank_in_session")).subquery("best")
             ranked = _ranked(per_session, search, dialect, per_session.c.rank_in_session == 1)
-            if search.where is not None:
-                await _tree_plan(conn, search.where)
-            return _rows_to_hits(await conn.execute(ranked, params))
+            with _tree_plan(conn, search.where):
+                return conn.rows(ranked, params)
+
+        return _rows_to_hits(await self._read(read))

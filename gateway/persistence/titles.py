@@ -2,13 +2,15 @@
 
 The writer keeps `sessions.title_seq`, the seq of the last `session/title`
 event, in the transaction that writes the events; a page of titles is then one
-statement joining it to `events` by primary key: it costs the page, not the logs.
+statement joining it to `events` by primary key: it costs the page, not the logs
+(one synchronous question in one hop, `SqlBase._read`).
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import and_, bindparam, select
 
@@ -16,6 +18,7 @@ from gateway.core.model import SessionEvent
 
 from .base import SqlBase
 from .codec import _chunks, _events_from_rows, _json_text, _raw
+from .readers import ReadConn, fixed
 from .tables import events, sessions
 
 _KEY_CHUNK = 500
@@ -37,6 +40,7 @@ _SELECT_TITLES = (
     )
     .where(sessions.c.id.in_(bindparam("ids", expanding=True)))
 )
+fixed(_SELECT_TITLES)
 
 
 class SqlTitleReads(SqlBase):
@@ -47,11 +51,13 @@ class SqlTitleReads(SqlBase):
         ids = builtins.list(dict.fromkeys(session_ids))
         if not ids:
             return {}
-        out: dict[str, SessionEvent] = {}
-        async with self._reading() as conn:
+
+        def read(conn: ReadConn) -> builtins.list[Any]:
+            rows: builtins.list[Any] = []
             for chunk in _chunks(ids, _KEY_CHUNK):
-                rows = (await conn.execute(_SELECT_TITLES, {"ids": chunk})).all()
-                found = _events_from_rows(row[1:] for row in rows)
-                for row, event in zip(rows, found, strict=True):
-                    out[row[0]] = event
-        return out
+                rows.extend(conn.rows(_SELECT_TITLES, {"ids": chunk}))
+            return rows
+
+        rows = await self._read(read)
+        found = _events_from_rows(row[1:] for row in rows)
+        return {row[0]: event for row, event in zip(rows, found, strict=True)}

@@ -15,7 +15,8 @@ replica) neither reveals a secret nor lets anyone check a guess offline.
 Every replica that authenticates needs the same key.
 
 Nothing is cached: each request reads its token's row, so a revocation or an
-expiry takes effect on the next request of every replica.
+expiry takes effect on the next request of every replica. The read is one
+question of the read path (`gateway.persistence.readers`): one hop on SQLite.
 
 The token check only reads, so a request never waits on a writer (an import
 holding SQLite's write lock, a PostgreSQL row lock). `last_used_at` is
@@ -54,6 +55,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gateway.core.scope import Scope
 
 from .base import SqlBase
+from .readers import fixed
 from .tables import access_tokens
 
 ENV_TOKEN_KEY = "SESSION_GATEWAY_TOKEN_KEY"
@@ -155,6 +157,12 @@ _COLUMNS = (
     access_tokens.c.revoked_at,
     access_tokens.c.last_used_at,
 )
+
+
+_SELECT_TOKEN = select(*_COLUMNS, access_tokens.c.secret_hash).where(
+    access_tokens.c.token_id == bindparam("tid")
+)
+fixed(_SELECT_TOKEN)
 
 
 def _info(row: Sequence[Any]) -> TokenInfo:
@@ -272,14 +280,8 @@ class TokenStore:
         if match is None:
             raise TokenRefused("the bearer token is not a session-gateway token")
         token_id, secret = match.groups()
-        async with self._db._reading() as conn:
-            row = (
-                await conn.execute(
-                    select(*_COLUMNS, access_tokens.c.secret_hash).where(
-                        access_tokens.c.token_id == token_id
-                    )
-                )
-            ).first()
+        rows = await self._db._read(lambda conn: conn.rows(_SELECT_TOKEN, {"tid": token_id}))
+        row = rows[0] if rows else None
         expected = str(row[-1]) if row is not None else "0" * 64
         matches = hmac.compare_digest(expected, self._hash(secret))
         if row is None or not matches:

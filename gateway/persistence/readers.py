@@ -1,0 +1,482 @@
+"""The read path: each persisted question is one synchronous function, run in one hop.
+
+SQLAlchemy's async facade costs a greenlet switch and, over aiosqlite, a thread
+hop per call (about 22 hops for one page of events). So a read question
+(`reads.py`, `corpus.py`, `derived.py`, `filters.py`, `search.py`, `titles.py`,
+the token lookup) is written as one synchronous function of a `ReadConn`, and
+runs whole in one go:
+
+- SQLite (a database file): on a stdlib `sqlite3` connection from a small pool
+  (`SqliteReaders`), in one hop to a reader thread. SQL text is compiled once:
+  SQLAlchemy Core still builds the statements, which are compiled to SQL
+  strings on first use (cached by statement object for the module's fixed
+  statements, by SQLAlchemy's cache key for the ones built per call) and bound
+  positionally (`?`); rows are the driver's tuples, no result processing.
+- PostgreSQL, and SQLite without a file (`:memory:`, `file:` URIs, whose
+  connections the SQLAlchemy pool must share): the same function in one
+  `AsyncConnection.run_sync` call, i.e. SQLAlchemy's sync facade over asyncpg
+  inside one greenlet. One transaction and one greenlet entry per question, but
+  still one round trip per statement: a question of several statements (the
+  stored extents, then the page, then the index check) needs each answer to
+  build the next, so it cannot be one asyncpg round trip without moving the
+  checks into SQL; and asyncpg prepared statements on a pool of their own would
+  duplicate the timeouts, pre-ping and recovery the SQLAlchemy pool gives.
+
+One observation (one request) reads through one snapshot where the engine
+allows it (`SqliteSnapshot`, `PgSnapshot`): the first read opens a transaction
+on a connection the snapshot keeps (SQLite: `BEGIN`, a WAL snapshot from the
+first SELECT; PostgreSQL: REPEATABLE READ READ ONLY) and every later read of the
+observation runs in it, so nested fields see one state. The observation's
+`close()` releases it; so does `SNAPSHOT_IDLE` seconds without a read (a
+subscription's observation lives on while its subscriber waits: it must not
+pin a connection; a read after that opens a new snapshot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import Compiled
+from sqlalchemy.util import LRUCache
+
+T = TypeVar("T")
+
+READER_THREADS = 4
+"""Threads that run SQLite reads (a read holds the GIL only between SQLite calls)."""
+IDLE_READERS = 16
+"""SQLite connections kept open for reuse; more are opened when more are busy."""
+SNAPSHOT_IDLE = 0.5
+"""Seconds without a read after which an observation's snapshot is released."""
+SQLITE_SNAPSHOTS = 16
+PG_SNAPSHOTS = 4
+"""Most snapshots held at once (SQLite: of the reader connections; PostgreSQL: of the
+SQLAlchemy pool, 5 + 10 overflow, so queries and /readyz keep connections). An
+observation that finds none free reads each question in a transaction of its own, as
+every read did before snapshots: 200 subscriptions starting at once must not pin 200
+connections."""
+
+
+class Slots:
+    """A count of snapshots that may be held at once (used on the event loop only)."""
+
+    __slots__ = ("free",)
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+
+    def take(self) -> bool:
+        if self.free <= 0:
+            return False
+        self.free -= 1
+        return True
+
+    def give(self) -> None:
+        self.free += 1
+
+
+class ReadConn(Protocol):
+    """What a read question runs on: statements in, plain row tuples out."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    def rows(
+        self, statement: ClauseElement, params: Mapping[str, Any] | None = None
+    ) -> list[Any]: ...
+
+    def scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any: ...
+
+    def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
+        """A statement whose rows are not read (`SET LOCAL`, `set_config`)."""
+        ...
+
+
+ReadFn = Callable[[ReadConn], T]
+
+# -- SQLite: SQL text compiled once, bound positionally ------------------------------
+
+_DIALECT = SQLiteDialect_pysqlite(paramstyle="qmark")
+_FIXED: weakref.WeakKeyDictionary[ClauseElement, tuple[Compiled, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Statements compiled by identity (the modules' fixed statements): the compiled form
+and, when it has no IN list to expand, its SQL text."""
+_BY_KEY: LRUCache[Any, Any] = LRUCache(1000)
+"""SQLAlchemy's compiled cache for statements built per call (scopes, filters)."""
+_SEEN: weakref.WeakSet[ClauseElement] = weakref.WeakSet()
+"""Statements compiled once through the cache key (a second use fixes them)."""
+
+
+def sqlite_sql(statement: ClauseElement, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """The SQLite SQL text of `statement` and its positional arguments.
+
+    A statement met for the second time (a module's fixed one, a per-shape one of
+    `derived.py`) is compiled once and found by identity from then on; one built per
+    call goes through SQLAlchemy's cache key (its literal values extracted)."""
+    found = _FIXED.get(statement)
+    if found is None and statement in _SEEN:
+        fixed(statement)
+        found = _FIXED[statement]
+    if found is not None:
+        compiled, sql = found
+        full = compiled.construct_params(params)
+    else:
+        _SEEN.add(statement)
+        compiled, extracted, _, _ = statement._compile_w_cache(
+            _DIALECT, compiled_cache=_BY_KEY, column_keys=[], for_executemany=False
+        )
+        if extracted is None:  # no cache key: compiled afresh
+            full = compiled.construct_params(params)
+        else:
+            full = compiled.construct_params(params, extracted_parameters=extracted)
+        sql = _text_if_fixed(compiled)
+    if sql is not None:
+        names = compiled.positiontup or ()  # type: ignore[attr-defined]
+        return sql, [full[name] for name in names]  # type: ignore[index]
+    state = compiled._process_parameters_for_postcompile(full)  # type: ignore[attr-defined]
+    values = state.parameters
+    return state.statement, [values[name] for name in state.positiontup or ()]
+
+
+def _text_if_fixed(compiled: Compiled) -> str | None:
+    """The SQL text when no IN list needs expanding per call."""
+    if compiled.post_compile_params or compiled.literal_execute_params:  # type: ignore[attr-defined]
+        return None
+    return compiled.string
+
+
+def fixed(*statements: ClauseElement) -> None:
+    """Compile the modules' fixed statements by identity (looked up without a cache key)."""
+    for statement in statements:
+        compiled = statement.compile(dialect=_DIALECT)
+        _FIXED[statement] = (compiled, _text_if_fixed(compiled))
+
+
+class SqliteReadConn:
+    """A `ReadConn` over one stdlib `sqlite3` connection (used by one thread at a time)."""
+
+    __slots__ = ("raw",)
+    dialect = "sqlite"
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+
+    def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
+        sql, args = sqlite_sql(statement, params or {})
+        return self.raw.execute(sql, args).fetchall()
+
+    def scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any:
+        sql, args = sqlite_sql(statement, params or {})
+        row = self.raw.execute(sql, args).fetchone()
+        return None if row is None else row[0]
+
+    def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
+        sql, args = sqlite_sql(statement, params or {})
+        self.raw.execute(sql, args).close()
+
+    def sql(self, text: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Rows of SQL text written for SQLite (the hot questions skip compiling)."""
+        return self.raw.execute(text, args).fetchall()
+
+
+class SaReadConn:
+    """A `ReadConn` over SQLAlchemy's sync facade (inside `AsyncConnection.run_sync`)."""
+
+    __slots__ = ("_conn", "dialect")
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.dialect = conn.dialect.name
+
+    def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
+        return list(self._conn.execute(statement, dict(params or {})).all())  # type: ignore[call-overload]
+
+    def scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any:
+        return self._conn.execute(statement, dict(params or {})).scalar()  # type: ignore[call-overload]
+
+    def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
+        self._conn.execute(statement, dict(params or {})).close()  # type: ignore[call-overload]
+
+
+# -- SQLite: the reader pool ---------------------------------------------------------
+
+
+class SqliteReaders:
+    """Stdlib `sqlite3` connections to one database file and the threads that use them.
+
+    `hops` counts the jobs handed to the reader threads (tests count a request's hops).
+    """
+
+    def __init__(self, path: str, *, busy_timeout: float, on_connect: Sequence[str]) -> None:
+        self._path = path
+        self._busy_timeout = busy_timeout
+        self._on_connect = tuple(on_connect)
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self.hops = 0
+        self.slots = Slots(SQLITE_SNAPSHOTS)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # BEGIN is ours: reads of one question share a snapshot
+            check_same_thread=False,
+        )
+        try:
+            for statement in self._on_connect:
+                conn.execute(statement).close()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def acquire(self) -> sqlite3.Connection:
+        """An idle connection, or a new one (in a reader thread: opening does I/O)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._open()
+
+    def release(self, conn: sqlite3.Connection, *, broken: bool = False) -> None:
+        """End the connection's transaction and keep it for reuse (or close it)."""
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            broken = True
+        with self._lock:
+            if not broken and len(self._idle) < IDLE_READERS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def submit(self, fn: Callable[[], T], *, read: bool = True) -> asyncio.Future[T]:
+        """Run `fn` in a reader thread: one hop (counted in `hops` when it reads)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(READER_THREADS, thread_name_prefix="gateway-read")
+        if read:
+            self.hops += 1
+        return asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    async def read(self, fn: ReadFn[T]) -> T:
+        """One question in its own transaction, in one hop."""
+        return await self.submit(lambda: self._read(fn))
+
+    def _read(self, fn: ReadFn[T]) -> T:
+        conn = self.acquire()
+        broken = False
+        try:
+            conn.execute("BEGIN")
+            return fn(SqliteReadConn(conn))
+        except sqlite3.Error:
+            broken = True
+            raise
+        finally:
+            self.release(conn, broken=broken)
+
+    def close(self) -> None:
+        """Close the idle connections and stop the threads (reusable afterwards)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class ReadSnapshot(Protocol):
+    """The reads of one observation, in one transaction where the engine allows it."""
+
+    async def read(self, fn: ReadFn[T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteSnapshot:
+    """One WAL snapshot for the reads of one observation (module docstring)."""
+
+    def __init__(self, readers: SqliteReaders) -> None:
+        self._readers = readers
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()  # one read at a time on the connection
+        self._busy = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._slot = False  # holds one of `readers.slots`
+
+    async def read(self, fn: ReadFn[T]) -> T:
+        if not self._slot and not self._closed:
+            self._slot = self._readers.slots.take()
+        if self._closed or not self._slot:
+            return await self._readers.read(fn)
+        self._busy += 1
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        try:
+            return await self._readers.submit(lambda: self._step(fn))
+        finally:
+            self._busy -= 1
+            if not self._busy and not self._closed:
+                loop = asyncio.get_running_loop()
+                self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self._release_later)
+
+    def _step(self, fn: ReadFn[T]) -> T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                conn = self._readers.acquire()
+                try:
+                    conn.execute("BEGIN")
+                except BaseException:
+                    self._readers.release(conn, broken=True)
+                    raise
+                self._conn = conn
+            try:
+                return fn(SqliteReadConn(conn))
+            except sqlite3.Error:
+                self._conn = None  # a failed connection is not read again
+                self._readers.release(conn, broken=True)
+                raise
+
+    def _release(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            self._readers.release(conn)
+
+    def _give_slot(self) -> None:
+        if self._slot:
+            self._slot = False
+            self._readers.slots.give()
+
+    def _release_later(self) -> None:
+        self._idle_timer = None
+        if self._busy:
+            return
+        self._give_slot()
+        if self._conn is not None:
+            try:
+                self._readers.submit(self._release, read=False)
+            except RuntimeError:  # no loop or executor any more
+                self._release()
+
+    def close(self) -> None:
+        """Release the snapshot (off the loop: ROLLBACK is SQLite work)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        self._give_slot()
+        if self._conn is None:
+            return
+        try:
+            self._readers.submit(self._release, read=False)
+        except RuntimeError:  # no running loop: release here
+            self._release()
+
+
+class PgSnapshot:
+    """One REPEATABLE READ READ ONLY transaction for the reads of one observation."""
+
+    def __init__(self, engine: AsyncEngine, slots: Slots) -> None:
+        self._engine = engine
+        self._slots = slots
+        self._slot = False
+        self._conn: AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def read(self, fn: ReadFn[T]) -> T:
+        if not self._slot and not self._closed:
+            self._slot = self._slots.take()
+        if self._closed or not self._slot:
+            return await run_sa_read(self._engine, fn)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        async with self._lock:
+            try:
+                conn = self._conn
+                if conn is None:
+                    conn = await self._engine.connect()
+                    self._conn = conn
+                    await conn.begin()
+                return await conn.run_sync(lambda sync: fn(SaReadConn(sync)))
+            except BaseException:
+                self._drop()  # a failed transaction (or a cancelled call) is done
+                raise
+            finally:
+                if not self._closed and self._slot:
+                    loop = asyncio.get_running_loop()
+                    self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self.release)
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:  # pragma: no cover - no loop: the pool reclaims it
+            coro.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _drop(self) -> None:
+        """Give the connection back (rolled back) and the slot."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._spawn(_close_connection(conn))
+        if self._slot:
+            self._slot = False
+            self._slots.give()
+
+    def release(self) -> None:
+        """Give the connection back (a later read opens a new snapshot)."""
+        self._idle_timer = None
+        if not self._lock.locked():
+            self._drop()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if not self._lock.locked():
+            self._drop()
+        else:  # a read is running (a cancelled one finishes first): drop after it
+            self._spawn(self._drop_after_read())
+
+    async def _drop_after_read(self) -> None:
+        async with self._lock:
+            self._drop()
+
+
+async def _close_connection(conn: AsyncConnection) -> None:
+    try:
+        await conn.close()  # rolls the read transaction back
+    except Exception:  # pragma: no cover - a broken connection: the pool drops it
+        await conn.invalidate()
+
+
+async def run_sa_read(engine: AsyncEngine, fn: ReadFn[T]) -> T:
+    """One question in its own transaction through SQLAlchemy (module docstring)."""
+    async with engine.connect() as conn, conn.begin():
+        return await conn.run_sync(lambda sync: fn(SaReadConn(sync)))

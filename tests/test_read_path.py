@@ -1,0 +1,248 @@
+"""The persisted read path (issue 21): one hop per backend question, one snapshot per
+request's reads, failures still PERSISTENCE_FAILED, scoped pages on their indexes.
+
+Real parts: a SQLite file and the run's PostgreSQL, the app over httpx's ASGI
+transport. Questions are counted by a `BackendProxy` (the kind `serve` mounts for
+metrics), hops by the SQLite reader pool's own counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from gateway import SessionQuery, create_app
+from gateway.core import ErrorCode, SessionHeader, SessionQueryError
+from gateway.core.backend import ScopeFilter
+from gateway.observability.backend_proxy import BackendProxy
+from gateway.persistence import SqlPersistence
+from gateway.persistence.corpus import _FIRST_PAGE, _filter_clause
+from gateway.persistence.readers import SqliteReaders, sqlite_sql
+from gateway.persistence.tokens import _SELECT_TOKEN
+from gateway.server.config import GatewayConfig
+from tests.core_helpers import ev
+from tests.test_persistence_fixtures import (  # noqa: F401  (fixtures)
+    db_fixture,
+    db_url_fixture,
+    engine_name_fixture,
+)
+
+
+class Questions(BackendProxy):
+    """The backend, each coroutine call counted by name (snapshot views included)."""
+
+    label = "counted"
+
+    def __init__(self, inner: object, calls: Counter[str]) -> None:
+        super().__init__(inner, _counting(calls))
+
+
+def _counting(calls: Counter[str]) -> Callable[[object, str], Callable[..., Any]]:
+    def wrap(inner: object, name: str) -> Callable[..., Any]:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return await getattr(inner, name)(*args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+async def _seed(db: SqlPersistence, n: int = 3, events: int = 30) -> None:
+    for i in range(n):
+        header = SessionHeader(f"s{i}", 1_000 + i, cwd=f"/w/{i}")
+        await db.create(header, [ev(seq, data={"n": seq}) for seq in range(events)])
+
+
+async def _post(app: Any, query: str) -> dict[str, Any]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        response = await client.post("/graphql", json={"query": query})
+    body: dict[str, Any] = response.json()
+    return body
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path: Any) -> AsyncIterator[SqlPersistence]:
+    db = SqlPersistence(f"sqlite:///{tmp_path / 'reads.db'}")
+    await db.ensure_schema()
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
+DOCUMENTS = [
+    '{ session(id: "s1") { id header { cwd } } }',
+    '{ session(id: "s1") { id events(first: 20) { nodes { seq type surface } '
+    "pageInfo { hasNextPage endCursor } } } }",
+    "{ sessions(first: 2) { totalCount nodes { id header { cwd } } } }",
+]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+async def test_each_backend_question_of_a_request_is_one_hop(
+    sqlite_db: SqlPersistence, document: str
+) -> None:
+    await _seed(sqlite_db)
+    calls: Counter[str] = Counter()
+    app = create_app(SessionQuery(persistence=Questions(sqlite_db, calls)), GatewayConfig())
+    await _post(app, document)  # warm: schema checked, statements compiled
+    calls.clear()
+    before = sqlite_db.read_hops
+    body = await _post(app, document)
+    assert "errors" not in body, body
+    hops = sqlite_db.read_hops - before
+    questions = sum(calls.values())
+    assert questions >= 1, calls
+    assert hops == questions, (hops, calls)
+
+
+async def test_one_request_reads_one_snapshot(db: SqlPersistence) -> None:
+    """A write committed between two reads of one observation is not seen by the
+    second; the next observation sees it (SPEC §7), on both engines."""
+    await _seed(db, n=1)
+    query = SessionQuery(persistence=db)
+    obs = query.observe()
+    try:
+        assert (await obs.persisted_header("s0")).id == "s0"
+        await db.create(SessionHeader("late", 5_000), [ev(0)])
+        with pytest.raises(SessionQueryError) as caught:
+            await obs.persisted_header("late")
+        assert caught.value.code is ErrorCode.SESSION_NOT_FOUND
+        assert await obs.sessions_total() == 1
+    finally:
+        obs.close()
+    after = query.observe()
+    try:
+        assert (await after.persisted_header("late")).id == "late"
+        assert await after.sessions_total() == 2
+    finally:
+        after.close()
+
+
+async def test_a_released_snapshot_leaves_the_reads_consistent_per_question(
+    db: SqlPersistence,
+) -> None:
+    """After `close()`, a leftover read still answers (a question of its own), and the
+    snapshot's connection is back: many observations do not exhaust a pool."""
+    await _seed(db, n=1)
+    query = SessionQuery(persistence=db)
+    for _ in range(40):  # more than any pool holds: each observation gives its own back
+        obs = query.observe()
+        assert (await obs.persisted_header("s0")).id == "s0"
+        obs.close()
+    obs = query.observe()
+    obs.close()
+    assert (await obs.persisted_header("s0")).id == "s0"
+
+
+async def test_a_backend_failure_mid_request_is_persistence_failed_on_sqlite(
+    sqlite_db: SqlPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header reads succeed, the events read fails in the driver: the request's
+    answer carries PERSISTENCE_FAILED for the events, and the next request, the
+    failing connection dropped, reads normally."""
+    await _seed(sqlite_db, n=1)
+    app = create_app(SessionQuery(persistence=sqlite_db), GatewayConfig())
+    await _post(app, '{ session(id: "s0") { id } }')
+    await asyncio.sleep(0.1)  # the request's snapshot goes back to the pool off the loop
+    sqlite_db._readers.close()  # type: ignore[union-attr]  # reopen with the authorizer
+    opened = SqliteReaders._open
+
+    def deny_events(action: int, table: str | None, *_: Any) -> int:
+        return sqlite3.SQLITE_DENY if table == "events" else sqlite3.SQLITE_OK
+
+    def open_denying(self: SqliteReaders) -> sqlite3.Connection:
+        conn = opened(self)
+        conn.set_authorizer(deny_events)
+        return conn
+
+    monkeypatch.setattr(SqliteReaders, "_open", open_denying)
+    body = await _post(app, '{ session(id: "s0") { id events(first: 5) { nodes { seq } } } }')
+    codes = [e["extensions"]["code"] for e in body.get("errors", [])]
+    assert codes and set(codes) == {"SESSION_QUERY_PERSISTENCE_FAILED"}, body
+    monkeypatch.setattr(SqliteReaders, "_open", opened)
+    sqlite_db._readers.close()  # type: ignore[union-attr]
+    body = await _post(app, '{ session(id: "s0") { id events(first: 5) { nodes { seq } } } }')
+    assert "errors" not in body, body
+    assert [n["seq"] for n in body["data"]["session"]["events"]["nodes"]] == [0, 1, 2, 3, 4]
+
+
+async def test_a_backend_failure_mid_request_is_persistence_failed_on_postgres(
+    postgres_url: str,
+) -> None:
+    """The snapshot's connection is terminated between two reads of one observation:
+    the second read is PERSISTENCE_FAILED, and the next observation reads normally."""
+    db = SqlPersistence(postgres_url, auto_migrate=True)
+    try:
+        await db.ensure_schema()
+        await _seed(db, n=2)
+        query = SessionQuery(persistence=db)
+        obs = query.observe()
+        try:
+            assert (await obs.persisted_header("s0")).id == "s0"
+            async with db.engine.connect() as conn:
+                await conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                        "AND state LIKE 'idle in transaction%'"
+                    )
+                )
+            with pytest.raises(SessionQueryError) as caught:
+                await obs.persisted_header("s1")
+            assert caught.value.code is ErrorCode.PERSISTENCE_FAILED
+        finally:
+            obs.close()
+        await asyncio.sleep(0)
+        again = query.observe()
+        try:
+            assert (await again.persisted_header("s1")).id == "s1"
+        finally:
+            again.close()
+    finally:
+        await db.close()
+
+
+def _plan(conn: sqlite3.Connection, statement: Any, params: dict[str, Any]) -> str:
+    sql, args = sqlite_sql(statement, params)
+    return " | ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+
+
+async def test_scoped_pages_and_the_token_lookup_keep_their_indexed_plans(
+    sqlite_db: SqlPersistence, tmp_path: Any
+) -> None:
+    """The SQL the read path sends (compiled by `sqlite_sql`) walks the newest-first
+    index for a scoped page and reads the token by its key: no scan of a table."""
+    await _seed(sqlite_db, n=3, events=1)
+    conn = sqlite3.connect(tmp_path / "reads.db")
+    try:
+        where = ScopeFilter(cwd_prefixes=("/w",), id_globs=("s*",))
+        statement = _FIRST_PAGE.where(_filter_clause(where, "sqlite", paging=True))
+        plan = _plan(conn, statement, {"limit": 50})
+        assert "ix_sessions_newest_first" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+        plan = _plan(conn, _SELECT_TOKEN, {"tid": "abc"})
+        assert "SEARCH access_tokens USING" in plan and "INDEX" in plan, plan
+    finally:
+        conn.close()
+
+
+async def test_the_read_path_answers_what_sqlalchemy_answers(sqlite_db: SqlPersistence) -> None:
+    """The compiled SQL text with its positional arguments, IN lists expanded, reads the
+    same rows as SQLAlchemy's own execution of the statement."""
+    await _seed(sqlite_db, n=3, events=2)
+    where = ScopeFilter(cwd_prefixes=("/w/1", "/w/2"), ids=("s0",))
+    statement = _FIRST_PAGE.where(_filter_clause(where, "sqlite", paging=True))
+    async with sqlite_db.engine.connect() as conn:
+        expected = [tuple(r) for r in (await conn.execute(statement, {"limit": 10})).all()]
+    got = await sqlite_db._read(lambda c: c.rows(statement, {"limit": 10}))
+    assert [tuple(r) for r in got] == expected and len(expected) == 3
