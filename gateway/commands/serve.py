@@ -994,6 +994,10 @@ def _worker_main(
             provider.shutdown()
 
 
+_STOPPED_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+"""What a worker exits with after a clean stop by a signal (as a single serve does)."""
+
+
 def _run_workers(
     args: argparse.Namespace,
     db: ResolvedDatabase,
@@ -1025,9 +1029,13 @@ def _run_workers(
     pids: dict[int, int] = {}
     stops = 0
 
+    first_stop: int | None = None
+
     def stop(signum: int, frame: object) -> None:
-        nonlocal stops
+        nonlocal stops, first_stop
         stops += 1
+        if first_stop is None and frame is not None:  # a signal, not a worker gone
+            first_stop = signum
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM if stops == 1 else signal.SIGINT)
@@ -1078,11 +1086,14 @@ def _run_workers(
             if pids.pop(pid, None) is None:
                 continue
             code = os.waitstatus_to_exitcode(wait_status)
-            if code != 0 and not (stops and code < 0):
+            stopped = code < 0 or code in _STOPPED_CODES  # by the signal sent, or after it
+            if code != 0 and not (stops and stopped):
                 status = status or 1
             if not stops:  # a worker went away by itself: stop the others
                 stop(signal.SIGTERM, None)
                 status = status or 1
+        if status == 0 and first_stop is not None:
+            return 128 + first_stop  # as a single serve reports a clean stop by a signal
         return status
     finally:
         for sock in socks:
