@@ -40,7 +40,7 @@ import resource
 import socket
 from collections import deque
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -313,10 +313,33 @@ class _ConnectionLimits:
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
 
-    def _limits_init(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # uvicorn's protocol, next in the MRO
+        # uvicorn types it int (whole seconds), but it only passes it to call_later
+        setattr(self, "timeout_keep_alive", self.limits.keep_alive_timeout)  # noqa: B010
         self._header_timer: asyncio.TimerHandle | None = None
         self._refused = False
         self.gate.connections = self.connections
+
+    # uvicorn's protocol hooks, wrapped (each calls the protocol's own through super())
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._refuse_if_full(cast(asyncio.Transport, transport)):
+            return
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._refused:
+            return
+        self._cancel_header_timer()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        super().data_received(data)  # type: ignore[misc]
+        self._after_data()
 
     def _refuse_if_full(self, transport: asyncio.Transport) -> bool:
         """Whether the connection is past the cap (then answered 503 and closed)."""
@@ -372,29 +395,6 @@ class LimitedH11Protocol(_ConnectionLimits, H11Protocol):
     Use `limited_protocol(limits)`, which makes a subclass holding the limits, the
     connection gate and the log lines every connection of one server shares."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.timeout_keep_alive = self.limits.keep_alive_timeout  # type: ignore[assignment]
-        self._limits_init()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if self._refuse_if_full(transport):
-            return
-        super().connection_made(transport)
-        self._arm_header_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._refused:
-            return
-        self._cancel_header_timer()
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return
-        super().data_received(data)
-        self._after_data()
-
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._cancel_header_timer()
         super().handle_websocket_upgrade(event)
@@ -419,28 +419,8 @@ class LimitedHttpToolsProtocol(_ConnectionLimits, HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.timeout_keep_alive = self.limits.keep_alive_timeout  # type: ignore[assignment]
-        self._limits_init()
         self._heads = 0  # requests whose headers are complete
         self._answered = 0  # responses complete
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if self._refuse_if_full(transport):
-            return
-        super().connection_made(transport)
-        self._arm_header_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._refused:
-            return
-        self._cancel_header_timer()
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return
-        super().data_received(data)
-        self._after_data()
 
     def on_headers_complete(self) -> None:
         self._heads += 1
