@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
+    from gateway.persistence.sql import SqlPersistence
+
 
 class DatabaseRefused(Exception):
     """The database named on the command line cannot be used as asked (one clean line)."""
@@ -111,3 +113,31 @@ def check_serve_target(db: ResolvedDatabase, *, create: bool) -> None:
             f"{', ...' if len(foreign) > 5 else ''}); pass --create to add the gateway's "
             "tables to it anyway"
         )
+
+
+async def open_existing(
+    database: str | None, *, missing_hint: str = ""
+) -> tuple[ResolvedDatabase, SqlPersistence]:
+    """The resolved database and a backend on it, for a command that reads an existing
+    database and never migrates it (`export`, `mcp`): DatabaseRefused with one line for
+    a bad URL, a missing file (`missing_hint` appended) or a schema it cannot use."""
+    from gateway.persistence.errors import SchemaVersionError
+    from gateway.persistence.sql import SqlPersistence
+
+    db = resolve(database)
+    if db.path is not None and not db.path.is_file():
+        raise DatabaseRefused(f"no database file at {db.path}{missing_hint}")
+    backend = SqlPersistence(db.url, auto_migrate=False)
+    try:
+        await backend.ensure_schema()
+    except BaseException as exc:
+        await backend.close()
+        if isinstance(exc, SchemaVersionError):
+            raise DatabaseRefused(str(exc)) from None
+        if not isinstance(exc, Exception):
+            raise
+        first = next(iter(str(exc).strip().splitlines()), "")
+        raise DatabaseRefused(
+            f"cannot use database {db.shown}: {type(exc).__name__}: {first}"
+        ) from None
+    return db, backend

@@ -58,28 +58,15 @@ class _Refused(Exception):
 
 
 async def _export(args: argparse.Namespace, out: BinaryIO) -> None:
-    from gateway.commands.database import DatabaseRefused, resolve
+    from gateway.commands.database import DatabaseRefused, open_existing
     from gateway.core import SessionQuery, SessionQueryError
     from gateway.dsh_export import UnexportableLog, open_export
-    from gateway.persistence.errors import SchemaVersionError
-    from gateway.persistence.sql import SqlPersistence
 
     try:
-        db = resolve(args.database)
+        db, backend = await open_existing(args.database)
     except DatabaseRefused as exc:
         raise _Refused(str(exc)) from None
-    if db.path is not None and not db.path.is_file():
-        raise _Refused(f"no database file at {db.path}")
-    backend = SqlPersistence(db.url, auto_migrate=False)
     try:
-        try:
-            await backend.ensure_schema()
-        except SchemaVersionError as exc:
-            raise _Refused(str(exc)) from None
-        except Exception as exc:
-            raise _Refused(
-                f"cannot use database {db.shown}: {type(exc).__name__}: {_first_line(exc)}"
-            ) from None
         obs = SessionQuery(persistence=backend).observe()
         try:
             try:
@@ -96,10 +83,6 @@ async def _export(args: argparse.Namespace, out: BinaryIO) -> None:
             obs.close()
     finally:
         await backend.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    return next(iter(str(exc).strip().splitlines()), "")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -69,29 +69,18 @@ class _Refused(Exception):
 
 async def _serve(args: argparse.Namespace, scope: object) -> None:
     from gateway.agent_tools import DEFAULT_MAX_RESULTS, AgentTools
-    from gateway.commands.database import DatabaseRefused, resolve
+    from gateway.commands.database import DatabaseRefused, open_existing
     from gateway.core import Scope, SessionQuery
     from gateway.mcp import serve_stdio
-    from gateway.persistence.errors import SchemaVersionError
-    from gateway.persistence.sql import SqlPersistence
 
     assert scope is None or isinstance(scope, Scope)
     try:
-        db = resolve(args.database)
+        _, backend = await open_existing(
+            args.database, missing_hint=" (make one with `session-gateway import`)"
+        )
     except DatabaseRefused as exc:
         raise _Refused(str(exc)) from None
-    if db.path is not None and not db.path.is_file():
-        raise _Refused(f"no database file at {db.path} (make one with `session-gateway import`)")
-    backend = SqlPersistence(db.url, auto_migrate=False)
     try:
-        try:
-            await backend.ensure_schema()
-        except SchemaVersionError as exc:
-            raise _Refused(str(exc)) from None
-        except Exception as exc:
-            first = next(iter(str(exc).strip().splitlines()), "")
-            why = f"{type(exc).__name__}: {first}"
-            raise _Refused(f"cannot use database {db.shown}: {why}") from None
         tools = AgentTools(
             SessionQuery(persistence=backend),
             max_results=args.max_results or DEFAULT_MAX_RESULTS,
