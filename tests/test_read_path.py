@@ -96,13 +96,118 @@ async def test_each_backend_question_of_a_request_is_one_hop(
     app = create_app(SessionQuery(persistence=Questions(sqlite_db, calls)), GatewayConfig())
     await _post(app, document)  # warm: schema checked, statements compiled
     calls.clear()
-    before = sqlite_db.read_hops
+    readers = sqlite_db._readers
+    assert readers is not None
+    before = readers.hops + readers.inline
     body = await _post(app, document)
     assert "errors" not in body, body
-    hops = sqlite_db.read_hops - before
+    hops = readers.hops + readers.inline - before
     questions = sum(calls.values())
     assert questions >= 1, calls
     assert hops == questions, (hops, calls)
+
+
+async def test_a_point_question_is_answered_on_the_loop_without_a_hop(
+    sqlite_db: SqlPersistence,
+) -> None:
+    """`session(id)` (a header by id) is a few indexed rows: SQLite answers it on the
+    event loop, no reader thread; the answer is the same."""
+    await _seed(sqlite_db)
+    app = create_app(SessionQuery(persistence=sqlite_db), GatewayConfig())
+    document = '{ session(id: "s1") { id header { cwd } } }'
+    await _post(app, document)
+    readers = sqlite_db._readers
+    assert readers is not None
+    hops, inline = readers.hops, readers.inline
+    body = await _post(app, document)
+    assert body == {"data": {"session": {"id": "s1", "header": {"cwd": "/w/1"}}}}
+    assert readers.hops == hops, "a point read went to a reader thread"
+    assert readers.inline > inline
+
+
+async def test_an_inline_question_past_its_budget_runs_again_in_a_thread(
+    sqlite_db: SqlPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past INLINE_STEPS SQLite steps the question is interrupted on the loop and run
+    again whole in a reader thread: the same rows, one hop, nothing inline counted."""
+    from gateway.persistence import readers as module
+
+    await _seed(sqlite_db, n=60, events=1)
+    ids = [f"s{i}" for i in range(60)]
+    expected = await sqlite_db.load_headers(ids)
+    assert len(expected) == 60
+    readers = sqlite_db._readers
+    assert readers is not None
+    monkeypatch.setattr(module, "INLINE_STEPS", 1)
+    monkeypatch.setattr(module, "_PROGRESS_EVERY", 1)
+    hops, inline = readers.hops, readers.inline
+    assert await sqlite_db.load_headers(ids) == expected
+    assert (readers.hops - hops, readers.inline - inline) == (1, 0)
+
+
+async def test_an_interrupted_inline_read_keeps_its_snapshot(
+    sqlite_db: SqlPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An inline read interrupted mid-observation leaves the observation's snapshot
+    open: the thread's rerun and every later read still see the state of the first
+    read (SPEC §7), not a write committed in between."""
+    from gateway.persistence import readers as module
+
+    await _seed(sqlite_db, n=2, events=1)
+    query = SessionQuery(persistence=sqlite_db)
+    obs = query.observe()
+    try:
+        assert (await obs.persisted_header("s0")).id == "s0"  # inline: opens the snapshot
+        await sqlite_db.create(SessionHeader("late", 5_000), [ev(0)])
+        monkeypatch.setattr(module, "INLINE_STEPS", 1)
+        monkeypatch.setattr(module, "_PROGRESS_EVERY", 1)
+        readers = sqlite_db._readers
+        assert readers is not None
+        hops = readers.hops
+        with pytest.raises(SessionQueryError) as caught:
+            await obs.persisted_header("late")
+        assert caught.value.code is ErrorCode.SESSION_NOT_FOUND
+        assert readers.hops > hops  # it was interrupted and moved to a thread
+        monkeypatch.setattr(module, "INLINE_STEPS", 20_000)
+        monkeypatch.setattr(module, "_PROGRESS_EVERY", 1_000)
+        with pytest.raises(SessionQueryError):
+            await obs.persisted_header("late")  # inline again, same snapshot
+    finally:
+        obs.close()
+    after = query.observe()
+    try:
+        assert (await after.persisted_header("late")).id == "late"
+    finally:
+        after.close()
+
+
+def test_an_inline_read_does_not_wait_for_a_connection_a_thread_holds(tmp_path: Any) -> None:
+    """On the loop a read never blocks on a lock a reader thread holds: the snapshot's
+    connection busy in a thread sends the question to a thread too."""
+    path = tmp_path / "held.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    from gateway.persistence.readers import SqliteSnapshot
+    from sqlalchemy import literal, select
+
+    readers = SqliteReaders(str(path), busy_timeout=1.0, on_connect=())
+
+    async def main() -> None:
+        snapshot = SqliteSnapshot(readers)
+        try:
+            snapshot._lock.acquire()
+            task = asyncio.ensure_future(
+                snapshot.read(lambda conn: conn.scalar(select(literal(7))), inline=True)
+            )
+            await asyncio.sleep(0.05)
+            assert not task.done()  # queued for the thread, the loop still runs
+            snapshot._lock.release()
+            assert await task == 7
+            assert (readers.hops, readers.inline) == (1, 0)
+        finally:
+            snapshot.close()
+            readers.close()
+
+    asyncio.run(main())
 
 
 async def test_one_request_reads_one_snapshot(db: SqlPersistence) -> None:
@@ -246,3 +351,23 @@ async def test_the_read_path_answers_what_sqlalchemy_answers(sqlite_db: SqlPersi
         expected = [tuple(r) for r in (await conn.execute(statement, {"limit": 10})).all()]
     got = await sqlite_db._read(lambda c: c.rows(statement, {"limit": 10}))
     assert [tuple(r) for r in got] == expected and len(expected) == 3
+
+
+async def test_expanded_in_lists_read_what_sqlalchemy_reads_whatever_the_lengths(
+    sqlite_db: SqlPersistence,
+) -> None:
+    """The SQL of an IN-list statement is made once per tuple of list lengths and reused
+    with other values: each call, in any order of lengths, reads SQLAlchemy's rows."""
+    from gateway.persistence.derived import _SELECT_SESSIONS_IN
+
+    await _seed(sqlite_db, n=6, events=1)
+    asks = [["s1"], ["s2", "s0"], ["s5"], ["s3", "s4"], ["nope", "s2", "s1"], ["s0"]]
+    for ids in asks + asks[::-1]:
+        async with sqlite_db.engine.connect() as conn:
+            result = await conn.execute(_SELECT_SESSIONS_IN, {"ids": ids})
+            expected = sorted(tuple(r) for r in result.all())
+        got = await sqlite_db._read(lambda c, ids=ids: c.rows(_SELECT_SESSIONS_IN, {"ids": ids}))
+        assert sorted(tuple(r) for r in got) == expected
+        assert len(expected) == len([i for i in ids if i != "nope"])
+    sql, args = sqlite_sql(_SELECT_SESSIONS_IN, {"ids": ["a", "b"]})
+    assert sql.endswith("IN (?, ?)") and args == ["a", "b"]

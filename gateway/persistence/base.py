@@ -269,14 +269,16 @@ class SqlBase:
 
     # -- reads --------------------------------------------------------------------
 
-    async def _read(self, fn: ReadFn[T]) -> T:
+    async def _read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
         """Run one read question (a sync function of a `ReadConn`) in one hop, in this
-        view's snapshot when it has one, else in a transaction of its own."""
+        view's snapshot when it has one, else in a transaction of its own. `inline`: a
+        question of a few indexed rows, which SQLite may answer on the event loop
+        (`gateway.persistence.readers`); `fn` must then be safe to run twice."""
         await self._origin._ensure_ready()
         if self._snapshot is not None:
-            return await self._snapshot.read(fn)
+            return await self._snapshot.read(fn, inline=inline)
         if self._readers is not None:
-            return await self._readers.read(fn)
+            return await self._readers.read(fn, inline=inline)
         return await run_sa_read(self._read_engine, fn)
 
     @property

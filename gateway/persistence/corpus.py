@@ -241,7 +241,9 @@ class SqlCorpusReads(SqlBase):
     async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
         """The stored headers of these ids; ids that are not stored are left out."""
         ids = _unique(session_ids)
-        return await self._read(lambda conn: _headers_in(conn, _SELECT_HEADERS_IN, ids))
+        return await self._read(
+            lambda conn: _headers_in(conn, _SELECT_HEADERS_IN, ids), inline=True
+        )
 
     async def count_sessions(self, where: ScopeFilter | None = None) -> int:
         """How many sessions are stored (that match `where`, when given)."""
@@ -280,7 +282,7 @@ class SqlCorpusReads(SqlBase):
                 clause = _filter_clause(where, conn.dialect, paging=True)
                 return conn.rows(statement.where(clause), params)
 
-        return [_header_from_row(row) for row in await self._read(read)]
+        return [_header_from_row(row) for row in await self._read(read, inline=True)]
 
     async def load_children(
         self, parent_ids: Sequence[str], where: ScopeFilter | None = None

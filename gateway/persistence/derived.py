@@ -205,7 +205,7 @@ class SqlDerivedReads(SqlBase):
 
         out: dict[str, StoredSession] = {}
         width = len(HEADER_COLUMNS)
-        for row in await self._read(read):
+        for row in await self._read(read, inline=True):
             count, current, shadowed, derived = (int(v) for v in row[width:])
             counts = (count - current - shadowed, current, shadowed) if derived == count else None
             header = _header_from_row(row[:width])

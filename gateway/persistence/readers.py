@@ -22,6 +22,21 @@ runs whole in one go:
   checks into SQL; and asyncpg prepared statements on a pool of their own would
   duplicate the timeouts, pre-ping and recovery the SQLAlchemy pool gives.
 
+A small question runs on the event loop instead (`inline=True`, SQLite only): a
+point lookup (a header by id, a token by hash) takes ~15 us of SQLite, less than
+the hop around it costs (~100 us of CPU for the handoff, the future and the GIL
+changing hands twice, and more under load, when the reader thread waits for
+the busy loop to give up the GIL). The caller asks for it only for questions
+whose work is a few indexed rows, and the engine holds it to that: a progress
+handler counts SQLite's virtual-machine steps, and past `INLINE_STEPS` the
+statement is interrupted (its transaction stays open, a read changes nothing)
+and the question is run again whole in a reader thread. So the loop never runs
+more than a bounded slice of SQL for one question. What it trades: a page of
+the database file not yet in the OS cache is read from disk on the loop (a
+point lookup touches a handful of pages of an index that every request reads);
+a connection that is not idle at that moment (none free, or the snapshot's busy
+in a thread) sends the question to a thread as before.
+
 One observation (one request) reads through one snapshot where the engine
 allows it (`SqliteSnapshot`, `PgSnapshot`): the first read opens a transaction
 on a connection the snapshot keeps (SQLite: `BEGIN`, a WAL snapshot from the
@@ -51,6 +66,11 @@ from sqlalchemy.util import LRUCache
 
 T = TypeVar("T")
 
+INLINE_STEPS = 20_000
+"""SQLite virtual-machine steps an inline question may take on the event loop (a
+point lookup takes a few hundred) before it is moved to a reader thread."""
+_PROGRESS_EVERY = 1_000
+"""Steps between two calls of the inline budget's progress handler."""
 READER_THREADS = 4
 """Threads that run SQLite reads (a read holds the GIL only between SQLite calls)."""
 IDLE_READERS = 16
@@ -143,9 +163,47 @@ def sqlite_sql(statement: ClauseElement, params: Mapping[str, Any]) -> tuple[str
     if sql is not None:
         names = compiled.positiontup or ()  # type: ignore[attr-defined]
         return sql, [full[name] for name in names]  # type: ignore[index]
-    state = compiled._process_parameters_for_postcompile(full)  # type: ignore[attr-defined]
-    values = state.parameters
-    return state.statement, [values[name] for name in state.positiontup or ()]
+    return _expanded(compiled, full)
+
+
+_EXPANDED: LRUCache[Any, Any] = LRUCache(1000)
+"""IN-list statements expanded for one tuple of list lengths: (SQL text, where each
+positional argument comes from). SQLAlchemy's own expansion
+(`_process_parameters_for_postcompile`) re-renders the SQL text on every call, ~70 us
+for a one-id `IN`; the text depends only on the lengths when no value is rendered
+literally, so it is made once per lengths."""
+
+
+def _expanded(compiled: Compiled, full: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """SQL text and positional arguments of a statement with expanding IN lists."""
+    expanding = compiled.post_compile_params  # type: ignore[attr-defined]
+    if compiled.literal_execute_params or any(  # type: ignore[attr-defined]
+        not isinstance(full.get(p.key), list | tuple) for p in expanding
+    ):
+        state = compiled._process_parameters_for_postcompile(dict(full))  # type: ignore[attr-defined]
+        values = state.parameters
+        return state.statement, [values[name] for name in state.positiontup or ()]
+    key = (compiled, tuple(len(full[p.key]) for p in expanding))
+    found = _EXPANDED.get(key)
+    if found is None:  # (SQLAlchemy's expansion rewrites the mapping it is given)
+        state = compiled._process_parameters_for_postcompile(dict(full))  # type: ignore[attr-defined]
+        lists = {p.key for p in expanding}
+        parts: dict[str, tuple[str, int | None]] = {}
+        for p in expanding:
+            for i in range(len(full[p.key])):
+                parts[f"{p.key}_{i + 1}"] = (p.key, i)
+        recipe: list[tuple[str, int | None]] = []
+        for name in state.positiontup or ():
+            part = parts.get(name)
+            if part is None:
+                if name in lists or name not in full:  # a shape not foreseen: no cache
+                    values = state.parameters
+                    return state.statement, [values[n] for n in state.positiontup or ()]
+                part = (name, None)
+            recipe.append(part)
+        found = _EXPANDED[key] = (state.statement, recipe)
+    sql, recipe = found
+    return sql, [full[name] if i is None else full[name][i] for name, i in recipe]
 
 
 def _text_if_fixed(compiled: Compiled) -> str | None:
@@ -189,6 +247,35 @@ class SqliteReadConn:
         return self.raw.execute(text, args).fetchall()
 
 
+class _TooLong(Exception):
+    """An inline question passed `INLINE_STEPS`: it is run again in a reader thread."""
+
+
+def run_inline(conn: sqlite3.Connection, fn: ReadFn[T]) -> T:
+    """`fn` on `conn` here and now, interrupted past `INLINE_STEPS` (then `_TooLong`).
+
+    The interrupt ends the statement, not the transaction: a read transaction stays
+    open with its snapshot, so the question can run again whole on the same
+    connection elsewhere."""
+    ticks = 0
+    limit = INLINE_STEPS // _PROGRESS_EVERY
+
+    def tick() -> int:
+        nonlocal ticks
+        ticks += 1
+        return 1 if ticks > limit else 0
+
+    conn.set_progress_handler(tick, _PROGRESS_EVERY)
+    try:
+        return fn(SqliteReadConn(conn))
+    except sqlite3.OperationalError:
+        if ticks > limit:
+            raise _TooLong() from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
 class SaReadConn:
     """A `ReadConn` over SQLAlchemy's sync facade (inside `AsyncConnection.run_sync`)."""
 
@@ -214,7 +301,8 @@ class SaReadConn:
 class SqliteReaders:
     """Stdlib `sqlite3` connections to one database file and the threads that use them.
 
-    `hops` counts the jobs handed to the reader threads (tests count a request's hops).
+    `hops` counts the jobs handed to the reader threads and `inline` the questions
+    answered on the event loop (tests count a request's hops).
     """
 
     def __init__(self, path: str, *, busy_timeout: float, on_connect: Sequence[str]) -> None:
@@ -225,6 +313,7 @@ class SqliteReaders:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self.hops = 0
+        self.inline = 0
         self.slots = Slots(SQLITE_SNAPSHOTS)
 
     def _open(self) -> sqlite3.Connection:
@@ -249,6 +338,15 @@ class SqliteReaders:
                 return self._idle.pop()
         return self._open()
 
+    def take_idle(self) -> sqlite3.Connection | None:
+        """An idle connection without waiting (on the loop: opening one does I/O)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._idle.pop() if self._idle else None
+        finally:
+            self._lock.release()
+
     def release(self, conn: sqlite3.Connection, *, broken: bool = False) -> None:
         """End the connection's transaction and keep it for reuse (or close it)."""
         try:
@@ -270,8 +368,26 @@ class SqliteReaders:
             self.hops += 1
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
-    async def read(self, fn: ReadFn[T]) -> T:
-        """One question in its own transaction, in one hop."""
+    async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
+        """One question in its own transaction: in one hop, or on the loop when
+        `inline` and an idle connection is at hand (module docstring)."""
+        if inline:
+            conn = self.take_idle()
+            if conn is not None:
+                broken = False
+                try:
+                    conn.execute("BEGIN")
+                    result = run_inline(conn, fn)
+                except _TooLong:
+                    pass  # run again whole in a thread, below
+                except sqlite3.Error:
+                    broken = True
+                    raise
+                else:
+                    self.inline += 1
+                    return result
+                finally:
+                    self.release(conn, broken=broken)
         return await self.submit(lambda: self._read(fn))
 
     def _read(self, fn: ReadFn[T]) -> T:
@@ -300,7 +416,7 @@ class SqliteReaders:
 class ReadSnapshot(Protocol):
     """The reads of one observation, in one transaction where the engine allows it."""
 
-    async def read(self, fn: ReadFn[T]) -> T: ...
+    async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T: ...
 
     def close(self) -> None: ...
 
@@ -317,22 +433,62 @@ class SqliteSnapshot:
         self._closed = False
         self._slot = False  # holds one of `readers.slots`
 
-    async def read(self, fn: ReadFn[T]) -> T:
+    async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
         if not self._slot and not self._closed:
             self._slot = self._readers.slots.take()
         if self._closed or not self._slot:
-            return await self._readers.read(fn)
-        self._busy += 1
+            return await self._readers.read(fn, inline=inline)
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        if inline and not self._busy:
+            done, result = self._inline(fn)
+            if done:
+                self._arm_idle_timer()
+                return result  # type: ignore[return-value]
+        self._busy += 1
         try:
             return await self._readers.submit(lambda: self._step(fn))
         finally:
             self._busy -= 1
-            if not self._busy and not self._closed:
-                loop = asyncio.get_running_loop()
-                self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self._release_later)
+            if not self._busy:
+                self._arm_idle_timer()
+
+    def _arm_idle_timer(self) -> None:
+        if not self._closed and self._idle_timer is None:
+            loop = asyncio.get_running_loop()
+            self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self._release_later)
+
+    def _inline(self, fn: ReadFn[T]) -> tuple[bool, T | None]:
+        """(True, answer) of `fn` run here in the snapshot, or (False, None) when it
+        must go to a thread: the connection is in use there, none is idle to start
+        the snapshot with, or `fn` passed the inline budget."""
+        if not self._lock.acquire(blocking=False):
+            return False, None
+        try:
+            conn = self._conn
+            if conn is None:
+                conn = self._readers.take_idle()
+                if conn is None:
+                    return False, None
+                try:
+                    conn.execute("BEGIN")
+                except BaseException:
+                    self._readers.release(conn, broken=True)
+                    raise
+                self._conn = conn
+            try:
+                result = run_inline(conn, fn)
+            except _TooLong:
+                return False, None
+            except sqlite3.Error:
+                self._conn = None  # a failed connection is not read again
+                self._readers.release(conn, broken=True)
+                raise
+            self._readers.inline += 1
+            return True, result
+        finally:
+            self._lock.release()
 
     def _step(self, fn: ReadFn[T]) -> T:
         with self._lock:
@@ -358,6 +514,22 @@ class SqliteSnapshot:
         if conn is not None:
             self._readers.release(conn)
 
+    def _hand_back(self) -> None:
+        """Release the connection: here when no thread holds it (ROLLBACK of a read
+        transaction only drops its snapshot), else in a reader thread after it."""
+        if self._lock.acquire(blocking=False):
+            try:
+                conn, self._conn = self._conn, None
+            finally:
+                self._lock.release()
+            if conn is not None:
+                self._readers.release(conn)
+            return
+        try:
+            self._readers.submit(self._release, read=False)
+        except RuntimeError:  # no loop or executor any more
+            self._release()
+
     def _give_slot(self) -> None:
         if self._slot:
             self._slot = False
@@ -369,13 +541,10 @@ class SqliteSnapshot:
             return
         self._give_slot()
         if self._conn is not None:
-            try:
-                self._readers.submit(self._release, read=False)
-            except RuntimeError:  # no loop or executor any more
-                self._release()
+            self._hand_back()
 
     def close(self) -> None:
-        """Release the snapshot (off the loop: ROLLBACK is SQLite work)."""
+        """Release the snapshot (here, or after the thread reading in it is done)."""
         if self._closed:
             return
         self._closed = True
@@ -383,12 +552,8 @@ class SqliteSnapshot:
             self._idle_timer.cancel()
             self._idle_timer = None
         self._give_slot()
-        if self._conn is None:
-            return
-        try:
-            self._readers.submit(self._release, read=False)
-        except RuntimeError:  # no running loop: release here
-            self._release()
+        if self._conn is not None:
+            self._hand_back()
 
 
 class PgSnapshot:
@@ -404,7 +569,8 @@ class PgSnapshot:
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def read(self, fn: ReadFn[T]) -> T:
+    async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
+        """`fn` in the snapshot (`inline` is SQLite's: every read here is a round trip)."""
         if not self._slot and not self._closed:
             self._slot = self._slots.take()
         if self._closed or not self._slot:

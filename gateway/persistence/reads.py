@@ -122,12 +122,16 @@ class SqlReads(SqlBase):
 
     async def load_header(self, session_id: str) -> SessionHeader | None:
         """The stored header of one session, or None."""
-        rows = await self._read(lambda conn: conn.rows(_SELECT_HEADER, {"sid": session_id}))
+        rows = await self._read(
+            lambda conn: conn.rows(_SELECT_HEADER, {"sid": session_id}), inline=True
+        )
         return _header_from_row(rows[0]) if rows else None
 
     async def count(self, session_id: str) -> int:
         """The stored log's length (the next seq); UnknownSessionError if not stored."""
-        value = await self._read(lambda conn: conn.scalar(_SELECT_COUNT, {"sid": session_id}))
+        value = await self._read(
+            lambda conn: conn.scalar(_SELECT_COUNT, {"sid": session_id}), inline=True
+        )
         if value is None:
             raise UnknownSessionError(session_id)
         return int(value)
@@ -170,7 +174,7 @@ class SqlReads(SqlBase):
 
     async def load_headers(self, session_ids: Sequence[str]) -> dict[str, SessionHeader]:
         """The stored headers of these ids; ids that are not stored are left out."""
-        return await self._read(lambda conn: headers_of(conn, session_ids))
+        return await self._read(lambda conn: headers_of(conn, session_ids), inline=True)
 
 
 def headers_of(conn: ReadConn, session_ids: Iterable[str]) -> dict[str, SessionHeader]:

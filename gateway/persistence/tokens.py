@@ -280,7 +280,9 @@ class TokenStore:
         if match is None:
             raise TokenRefused("the bearer token is not a session-gateway token")
         token_id, secret = match.groups()
-        rows = await self._db._read(lambda conn: conn.rows(_SELECT_TOKEN, {"tid": token_id}))
+        rows = await self._db._read(
+            lambda conn: conn.rows(_SELECT_TOKEN, {"tid": token_id}), inline=True
+        )
         row = rows[0] if rows else None
         expected = str(row[-1]) if row is not None else "0" * 64
         matches = hmac.compare_digest(expected, self._hash(secret))
