@@ -186,8 +186,9 @@ def test_an_inline_read_does_not_wait_for_a_connection_a_thread_holds(tmp_path: 
     connection busy in a thread sends the question to a thread too."""
     path = tmp_path / "held.db"
     sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
-    from gateway.persistence.readers import SqliteSnapshot
     from sqlalchemy import literal, select
+
+    from gateway.persistence.readers import SqliteSnapshot
 
     readers = SqliteReaders(str(path), busy_timeout=1.0, on_connect=())
 

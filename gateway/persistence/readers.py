@@ -163,7 +163,7 @@ def sqlite_sql(statement: ClauseElement, params: Mapping[str, Any]) -> tuple[str
     if sql is not None:
         names = compiled.positiontup or ()  # type: ignore[attr-defined]
         return sql, [full[name] for name in names]  # type: ignore[index]
-    return _expanded(compiled, full)
+    return _expanded(compiled, full or {})
 
 
 _EXPANDED: LRUCache[Any, Any] = LRUCache(1000)
