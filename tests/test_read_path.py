@@ -372,3 +372,18 @@ async def test_expanded_in_lists_read_what_sqlalchemy_reads_whatever_the_lengths
         assert len(expected) == len([i for i in ids if i != "nope"])
     sql, args = sqlite_sql(_SELECT_SESSIONS_IN, {"ids": ["a", "b"]})
     assert sql.endswith("IN (?, ?)") and args == ["a", "b"]
+
+
+async def test_a_scoped_page_statement_is_built_once_per_scope(sqlite_db: SqlPersistence) -> None:
+    """A token's scope is the same on each of its requests: its page statement is built
+    once and reused (then compiled once), and each scope still reads its own rows."""
+    from gateway.persistence import corpus
+
+    await _seed(sqlite_db, n=4, events=1)
+    one, two = ScopeFilter(cwd_prefixes=("/w/1",)), ScopeFilter(cwd_prefixes=("/w/2", "/w/3"))
+    first = corpus._scoped_page(corpus._FIRST_PAGE, one, "sqlite")
+    assert corpus._scoped_page(corpus._FIRST_PAGE, one, "sqlite") is first
+    assert corpus._scoped_page(corpus._FIRST_PAGE, two, "sqlite") is not first
+    for _ in range(2):
+        assert [h.id for h in await sqlite_db.headers_page(None, 10, one)] == ["s1"]
+        assert [h.id for h in await sqlite_db.headers_page(None, 10, two)] == ["s3", "s2"]
