@@ -71,6 +71,9 @@ class Prepared:
     document: DocumentNode
     operation_type: OperationType
     operation_name: str | None
+    """The name the request asked for (None when it named none)."""
+    operation: OperationDefinitionNode
+    """The operation of `document` that runs (the one named, or the only one)."""
 
 
 @dataclass(slots=True)
@@ -95,6 +98,7 @@ def _defines_no_variables(document: DocumentNode) -> bool:
 @dataclass(slots=True)
 class _Outcome:
     document: DocumentNode | None = None
+    operation: OperationDefinitionNode | None = None
     operation_type: OperationType | None = None
     operation_name: str | None = None  # the document's name of the operation it runs
     errors: list[GraphQLError] | None = None
@@ -143,8 +147,10 @@ class DocumentPreparer:
                 operation_type=kind,
                 operation_name=outcome.operation_name or operation_name,
             )
-        assert outcome.document is not None and outcome.operation_type is not None
-        return Prepared(text, outcome.document, outcome.operation_type, operation_name)
+        document, operation_type = outcome.document, outcome.operation_type
+        assert document is not None and operation_type is not None
+        assert outcome.operation is not None
+        return Prepared(text, document, operation_type, operation_name, outcome.operation)
 
     async def check(
         self,
@@ -219,6 +225,7 @@ class DocumentPreparer:
         if operation is None:
             out.errors = [GraphQLError(refusal, extensions={"code": VALIDATION_FAILED})]
             return out
+        out.operation = operation
         out.operation_type = OperationType(operation.operation.value)
         out.operation_name = operation.name.value if operation.name else None
         if allowed and out.operation_type not in allowed:
