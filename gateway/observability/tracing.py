@@ -17,12 +17,15 @@ use (no global provider is read or set), so several apps can live in one process
   ~40 us for a bare span on the 2-core development machine, `bench_tracing`): the
   price of the standard HTTP attributes, WebSocket scopes and an INTERNAL span when a
   host's own instrumentation already opened the SERVER one, all kept by upstream.
-* `operation_tracing`: a Strawberry `SchemaExtension` class whose `on_operation` opens one
-  span per operation, `query SessionsPage`, with `graphql.operation.name`/`.type` and,
-  on failure, status ERROR and the gateway error code (`error.type`). It has no
-  `resolve` hook on purpose: a span per resolved field multiplies the cost of a large
-  list (Strawberry's own `OpenTelemetryExtension` does that). A subscription's span
-  lasts as long as the subscription.
+* `OperationSpan`: one span per operation, `query SessionsPage`, with
+  `graphql.operation.name`/`.type` and, on failure, status ERROR and the gateway error
+  code (`error.type`). Nothing makes a span per resolved field on purpose: that
+  multiplies the cost of a large list (Strawberry's own `OpenTelemetryExtension` does
+  it). The operation pipeline, which runs queries and mutations on graphql-core
+  itself, opens it through `operation_spans`; `operation_tracing` is the Strawberry
+  `SchemaExtension` class (no `resolve` hook) opening it around `on_operation` for what
+  Strawberry runs: subscriptions, whose span lasts as long as the subscription, and
+  the schema executed directly.
 * `trace_backend`: a proxy over the persistence backend making one CLIENT span per
   backend call (`persistence load_window`), with the method and the database system,
   only when the call happens inside a traced request (readiness probes, the demo's
@@ -36,9 +39,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.metrics import NoOpMeterProvider
@@ -82,35 +87,89 @@ def server_span_middleware(provider: TracerProvider) -> Middleware:
 # --------------------------------------------------------------------- GraphQL
 
 
+class OperationSpan:
+    """One GraphQL operation's span (a context manager): started and made current on
+    entry, so the backend calls made inside it are its children; on exit named after
+    the operation (`name`, `kind`), and ERROR with the codes of its `errors` (set by
+    whoever ran it before leaving), `cancelled` when cancelled (a timeout, a client
+    gone), or INTERNAL_ERROR when the execution raised."""
+
+    __slots__ = ("_error_code", "_span", "_token", "_tracer", "errors", "kind", "name")
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        error_code: ErrorCode,
+        name: str | None = None,
+        kind: str | None = None,
+    ) -> None:
+        self._tracer = tracer
+        self._error_code = error_code
+        self.name = name
+        self.kind = kind
+        self.errors: Sequence[Any] = ()
+
+    def __enter__(self) -> OperationSpan:
+        self._span = span = self._tracer.start_span("graphql operation", kind=SpanKind.INTERNAL)
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self._span
+        otel_context.detach(self._token)
+        try:
+            if exc_type is None:
+                codes = _codes(self.errors, self._error_code)
+                if codes:
+                    span.set_status(Status(StatusCode.ERROR, codes[0]))
+                    span.set_attribute("error.type", codes[0])
+                    span.set_attribute("gateway.error.codes", codes)
+            elif issubclass(exc_type, asyncio.CancelledError):
+                span.set_status(Status(StatusCode.ERROR, "cancelled (timeout or client gone)"))
+                span.set_attribute("error.type", "cancelled")
+            elif issubclass(exc_type, Exception):  # the document was prepared: a bug
+                span.set_status(Status(StatusCode.ERROR, "INTERNAL_ERROR"))
+                span.set_attribute("error.type", "INTERNAL_ERROR")
+        finally:
+            _label_operation(span, self.kind, self.name)
+            span.end()
+
+
+def operation_spans(
+    provider: TracerProvider, error_code: ErrorCode
+) -> Callable[[str | None, str | None], OperationSpan]:
+    """The operation pipeline's hook for the operations it executes itself (queries and
+    mutations, straight on graphql-core): `hook(name, kind)` is the operation's
+    `OperationSpan`, the same span `operation_tracing` makes for an operation run
+    through Strawberry."""
+    tracer = _tracer(provider)
+
+    def hook(name: str | None, kind: str | None) -> OperationSpan:
+        return OperationSpan(tracer, error_code, name, kind)
+
+    return hook
+
+
 def operation_tracing(provider: TracerProvider, error_code: ErrorCode) -> type[SchemaExtension]:
     """A `SchemaExtension` class (register the class: one instance per operation) making one
-    span per GraphQL operation. `error_code(error)` gives a GraphQL error's contract code
+    span per GraphQL operation run through Strawberry (subscriptions, and the schema
+    executed directly). `error_code(error)` gives a GraphQL error's contract code
     without side effects (`gateway.server.errors.error_code`)."""
     tracer = _tracer(provider)
 
     class OperationTracing(SchemaExtension):
         def on_operation(self) -> Iterator[None]:
-            span = tracer.start_span("graphql operation", kind=SpanKind.INTERNAL)
-            try:
-                with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            with OperationSpan(tracer, error_code) as span:
+                try:
                     yield
-            except asyncio.CancelledError:
-                span.set_status(Status(StatusCode.ERROR, "cancelled (timeout or client gone)"))
-                span.set_attribute("error.type", "cancelled")
-                raise
-            except Exception:  # the pipeline prepared the document: a raise is a bug
-                span.set_status(Status(StatusCode.ERROR, "INTERNAL_ERROR"))
-                span.set_attribute("error.type", "INTERNAL_ERROR")
-                raise
-            else:
-                codes = _result_codes(self.execution_context, error_code)
-                if codes:
-                    span.set_status(Status(StatusCode.ERROR, codes[0]))
-                    span.set_attribute("error.type", codes[0])
-                    span.set_attribute("gateway.error.codes", codes)
-            finally:
-                _name_operation(span, self.execution_context)
-                span.end()
+                finally:  # named once the document is parsed, whatever happened
+                    span.kind, span.name = _operation_of(self.execution_context)
+                span.errors = _result_errors(self.execution_context)
 
     return OperationTracing
 
@@ -135,14 +194,14 @@ def refusal_tracing(
     return refused
 
 
-def _name_operation(span: trace.Span, context: Any) -> None:
-    """Name the span after the operation, known only once the document is parsed."""
+def _operation_of(context: Any) -> tuple[str | None, str | None]:
+    """The operation's type and name, known only once the document is parsed."""
     kind = None
     with contextlib.suppress(Exception):  # no document (parse failure), unknown name, ...
         operation_type = context.operation_type
         kind = str(getattr(operation_type, "value", operation_type))
     name = getattr(context, "operation_name", None)
-    _label_operation(span, kind, name if isinstance(name, str) else None)
+    return kind, name if isinstance(name, str) else None
 
 
 def _label_operation(span: trace.Span, kind: str | None, name: str | None) -> None:
@@ -153,12 +212,18 @@ def _label_operation(span: trace.Span, kind: str | None, name: str | None) -> No
     span.update_name(" ".join(part for part in (kind or "graphql", name) if part))
 
 
-def _result_codes(context: Any, error_code: ErrorCode) -> list[str]:
-    """The distinct codes of the operation's errors, in order of first appearance."""
+def _result_errors(context: Any) -> list[Any]:
+    """The errors of the operation Strawberry ran (its result's, else the ones that
+    stopped it before execution)."""
     result = getattr(context, "result", None)
     errors = list(getattr(result, "errors", None) or ())
     if not errors:
         errors = list(getattr(context, "pre_execution_errors", None) or ())
+    return errors
+
+
+def _codes(errors: Iterable[Any], error_code: ErrorCode) -> list[str]:
+    """The distinct codes of `errors`, in order of first appearance."""
     codes: dict[str, None] = {}
     for error in errors:
         try:
@@ -333,10 +398,12 @@ class TraceIdFilter(logging.Filter):
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "UNTRACED_PATHS",
+    "OperationSpan",
     "TraceIdFilter",
     "TracedBackend",
     "TracingConfigError",
     "exporter_description",
+    "operation_spans",
     "operation_tracing",
     "provider_from_env",
     "server_span_middleware",
