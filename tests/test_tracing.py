@@ -37,8 +37,10 @@ from websockets.asyncio.client import connect
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.commands import serve as serve_command
 from gateway.core import SessionHeader
+from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import TracedBackend, TraceIdFilter, trace_backend
 from gateway.persistence import SqlPersistence
+from gateway.server.config import GatewayConfig, Limits
 from tests.support.server import running_server
 from tests.support.sqlite_backend import sql_backend
 from tests.test_graphql_helpers import client, simple_log
@@ -52,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+QUERY = {"operation_type": "query"}
 LISTING = "query Listing { sessions { totalCount nodes { id } } }"
 EVENTS = """query Page($first: Int) {
   events(sessionId: "p", first: $first) {
@@ -250,6 +253,132 @@ def test_trace_id_filter_puts_the_current_trace_on_log_records(spans: Any) -> No
         TraceIdFilter().filter(record)
     assert record.trace_id == f"{span.get_span_context().trace_id:032x}"  # type: ignore[attr-defined]
     assert record.span_id == f"{span.get_span_context().span_id:016x}"  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------- operations the pipeline executes
+
+
+async def test_an_admitted_query_runs_once_on_its_prepared_document_and_is_counted_and_traced(
+    monkeypatch: pytest.MonkeyPatch, spans: Any
+) -> None:
+    """The pipeline hands graphql-core the document it prepared (never Strawberry's
+    `Schema.execute`, which would parse or look it up again), once per request, and
+    records the operation itself: counted and timed, inside its span."""
+    from gateway.server import pipeline, preparation
+    from gateway.server.schema import GatewaySchema
+
+    provider, exporter = spans
+    prepared: list[Any] = []
+    executed: list[Any] = []
+    parsed: list[str] = []
+    real_prepare = preparation.DocumentPreparer.prepare
+    real_execute = pipeline.execute_document
+    real_parse = preparation.parse
+
+    async def prepare(self: Any, *args: Any, **kwargs: Any) -> Any:
+        prepared.append(await real_prepare(self, *args, **kwargs))
+        return prepared[-1]
+
+    def execute(schema: Any, document: Any, *args: Any, **kwargs: Any) -> Any:
+        executed.append(document)
+        return real_execute(schema, document, *args, **kwargs)
+
+    def parse(text: str, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(text)
+        return real_parse(text, *args, **kwargs)
+
+    async def no_strawberry(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a prepared query went through Strawberry's Schema.execute")
+
+    monkeypatch.setattr(preparation.DocumentPreparer, "prepare", prepare)
+    monkeypatch.setattr(pipeline, "execute_document", execute)
+    monkeypatch.setattr(preparation, "parse", parse)
+    monkeypatch.setattr(GatewaySchema, "execute", no_strawberry)
+    store = SessionStore()
+    store.create("a", created_at=1, seed=simple_log(3))
+    metrics = GatewayMetrics()
+    app = create_app(SessionQuery(live=[store]), metrics=metrics, tracer_provider=provider)
+    missing = 'query Missing { events(sessionId: "nope") { totalCount } }'
+    for document in (LISTING, LISTING, missing):
+        await post(app, document)
+
+    assert len(executed) == len(prepared) == 3
+    assert all(d is p.document for d, p in zip(executed, prepared, strict=True))
+    assert parsed == [LISTING, missing]  # the second listing reuses the first's parse
+    listing = {"operation_name": "Listing", "operation_type": "query"}
+    assert metrics.value("graphql_operations_total", **listing) == 2
+    assert metrics.value("graphql_operation_duration_seconds_count", **listing) == 2
+    assert metrics.value("graphql_operation_duration_seconds_sum", **listing) > 0
+    assert metrics.value("graphql_operations_total", operation_name="Missing", **QUERY) == 1
+    finished = exporter.get_finished_spans()
+    servers = by_kind(finished, SpanKind.SERVER)
+    operations = by_kind(finished, SpanKind.INTERNAL)
+    assert [s.name for s in operations] == ["query Listing", "query Listing", "query Missing"]
+    for operation, server in zip(operations, servers, strict=True):
+        assert is_child(operation, server)
+    ok, _, failed = operations
+    assert ok.status.status_code is StatusCode.UNSET
+    assert ok.attributes is not None and ok.attributes["graphql.operation.name"] == "Listing"
+    assert ok.attributes["graphql.operation.type"] == "query"
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes is not None
+    assert failed.attributes["error.type"] == "SESSION_QUERY_SESSION_NOT_FOUND"
+    assert failed.attributes["gateway.error.codes"] == ("SESSION_QUERY_SESSION_NOT_FOUND",)
+
+
+class _Hanging:
+    """A failure double: a database whose listing hangs until cancelled."""
+
+    async def list(self) -> list[SessionHeader]:
+        await asyncio.sleep(30)
+        return []
+
+    async def load(self, session_id: str) -> Any:
+        raise KeyError(session_id)
+
+
+async def test_a_timed_out_query_is_counted_timed_and_a_cancelled_span(spans: Any) -> None:
+    provider, exporter = spans
+    metrics = GatewayMetrics()
+    config = GatewayConfig(limits=Limits(operation_timeout=0.2))
+    app = create_app(
+        SessionQuery(persistence=_Hanging()), config, metrics=metrics, tracer_provider=provider
+    )
+    response = await post(app, "query Hangs { sessions { totalCount } }")
+    assert response.status_code == 504
+    hangs = {"operation_name": "Hangs", "operation_type": "query"}
+    assert metrics.value("graphql_operations_total", **hangs) == 1
+    assert 0.15 < metrics.value("graphql_operation_duration_seconds_sum", **hangs) < 5
+    operation = only(by_kind(exporter.get_finished_spans(), SpanKind.INTERNAL))
+    assert operation.name == "query Hangs"
+    assert operation.status.status_code is StatusCode.ERROR
+    assert operation.attributes is not None and operation.attributes["error.type"] == "cancelled"
+
+
+async def test_an_executor_that_raises_is_one_internal_error_counted_and_traced(
+    monkeypatch: pytest.MonkeyPatch, spans: Any
+) -> None:
+    """As Strawberry answered it: the operation never ran, its one error masked."""
+    from gateway.server import pipeline
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("internal detail")
+
+    monkeypatch.setattr(pipeline, "execute_document", broken)
+    provider, exporter = spans
+    metrics = GatewayMetrics()
+    store = SessionStore()
+    app = create_app(SessionQuery(live=[store]), metrics=metrics, tracer_provider=provider)
+    response = await post(app, "query Q { sessions { totalCount } }")
+    body = response.json()
+    assert "data" not in body and "internal detail" not in response.text
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["INTERNAL_ERROR"]
+    assert metrics.value("graphql_operations_total", operation_name="Q", **QUERY) == 1
+    assert metrics.value("graphql_errors_total", code="INTERNAL_ERROR") == 1
+    operation = only(by_kind(exporter.get_finished_spans(), SpanKind.INTERNAL))
+    assert operation.name == "query Q"
+    assert operation.attributes is not None
+    assert operation.attributes["error.type"] == "INTERNAL_ERROR"
 
 
 # ------------------------------------------------------------------ subscriptions

@@ -149,12 +149,14 @@ def create_app(
     operation_span = None
     backend_view = None
     refusal_span = None
+    executed_span = None
     if tracer_provider is not None:
         from gateway.observability import tracing as otel  # the `otel` extra
 
         tracing.append(otel.server_span_middleware(tracer_provider))
         operation_span = otel.operation_tracing(tracer_provider, error_code)
         refusal_span = otel.refusal_tracing(tracer_provider)
+        executed_span = otel.operation_spans(tracer_provider, error_code)
         backend_view = _traced_backends(otel.trace_backend, tracer_provider)
     schema = build_schema(limits, metrics=metrics, tracing=operation_span)
     access = Access(authenticate, config.rate)
@@ -166,6 +168,7 @@ def create_app(
         metrics=metrics,
         backend_view=backend_view,
         on_refused=refusal_span,
+        on_operation=executed_span,
     )
     default_query = config.default_query
 

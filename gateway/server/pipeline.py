@@ -32,6 +32,20 @@ QUERY_TOO_COSTLY (a request error, as when the estimate refuses it). A
 subscription's budget holds per event; an event past it ends the stream with
 RESPONSE_TOO_LARGE.
 
+`execute` runs the prepared document on graphql-core itself (`graphql.execute`,
+with Strawberry's executor class, so resolvers see what they see under
+`Schema.execute`), not through Strawberry's `Schema.execute`: by then the document
+is parsed, validated and within the limits, and Strawberry's per-operation
+machinery (an execution context, the extension hooks around the operation, its
+parse, validation and execution, handing the prepared document back, converting
+the result) was about a third of the CPU of a small query and did nothing the
+pipeline needs. What the extensions did is done here: the operation is counted and
+timed (`GatewayMetrics.record_operation`, a cancelled one too) and, with tracing
+on, runs inside its span (`on_operation`, `gateway.observability.tracing.
+operation_spans`). The trade: an extension added to the schema does not see these
+operations (none of the app's has a `resolve` hook; one that needs to goes here).
+Subscriptions still run through Strawberry's `Schema.stream`, with the extensions.
+
 A transport (`gateway.server.http`, `.sse`, `.websocket`) only turns its wire
 format into an `OperationRequest` and the pipeline's answer back into its wire
 format: a new transport gets every rule by calling `admit`.
@@ -43,11 +57,16 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
-from graphql import FieldNode, OperationDefinitionNode
+from graphql import ExecutionResult as CoreResult
+from graphql import FieldNode, GraphQLError
+from graphql import execute as execute_document
+from strawberry.execution import optimized_is_awaitable
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 
@@ -85,9 +104,33 @@ from .subscriptions import (
 from .ticks import with_ticks
 
 OPERATION_TIMEOUT = GatewayCode.OPERATION_TIMEOUT
+Result = CoreResult | ExecutionResult
+"""graphql-core's result (a query the pipeline ran) or Strawberry's (a subscription's)."""
 BackendView = Callable[[PersistenceBackend], PersistenceBackend]
 RefusalHook = Callable[[str | None, str | None, list[str]], None]
 """Told of every operation refused for its document (name, type, codes): tracing's span."""
+
+
+class TracedOperation(Protocol):
+    """One executed operation as a hook sees it (`gateway.observability.tracing.
+    OperationSpan`): entered around its execution, in the task that runs it; given the
+    result's `errors` before it is left; left with the exception when one stops it."""
+
+    errors: Sequence[Any]
+
+    def __enter__(self) -> TracedOperation: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+OperationHook = Callable[[str | None, str | None], TracedOperation]
+"""Called with the name and type of every query or mutation the pipeline executes:
+tracing's span (`gateway.observability.tracing.operation_spans`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +159,7 @@ class OperationPipeline:
         metrics: GatewayMetrics,
         backend_view: BackendView | None = None,
         on_refused: RefusalHook | None = None,
+        on_operation: OperationHook | None = None,
     ) -> None:
         self.schema = schema
         self.query = query
@@ -125,6 +169,8 @@ class OperationPipeline:
         self.cursors = CursorCodec(config.cursor_secret)
         self._backend_view = backend_view
         self._on_refused = on_refused
+        self._on_operation = on_operation
+        self._executor_class = schema.execution_context_class
         self.subscriptions = SubscriptionSlots(
             config.max_subscriptions, config.max_subscriptions_per_token
         )
@@ -191,20 +237,12 @@ class OperationPipeline:
 
     async def execute(self, admitted: Admitted) -> Answer:
         """Run a query (or mutation) within the operation timeout: its formatted result."""
-        request = admitted.request
         timeout = self.config.limits.operation_timeout
         context = self.context(admitted.principal, admitted.prepared)
 
         async def run() -> Answer:
             current_context.set(context)  # this task's (wait_for runs it as one)
-            result = await self.schema.execute(
-                admitted.prepared.text,
-                variable_values=request.variables,
-                context_value=context,
-                operation_name=request.operation_name,
-                allowed_operation_types=ALL_OPERATION_TYPES,
-                operation_extensions=request.extensions,
-            )
+            result = await self._executed(admitted, context)
             return await self._encoded(self._answer(result, context.budget), context.budget)
 
         try:
@@ -222,7 +260,53 @@ class OperationPipeline:
             context.close()  # a timed-out operation leaves no backend work running
             context.budget.release()
 
-    def _answer(self, result: ExecutionResult, budget: ResponseBudget) -> Answer:
+    async def _executed(self, admitted: Admitted, context: Context) -> Result:
+        """The prepared document run by graphql-core as Strawberry's `Schema.execute`
+        runs it once parsed and validated (the same executor class, awaitable check and
+        `info.operation_extensions`; no middleware: no extension of the schema has a
+        `resolve` hook; `GatewaySchema.process_errors` does nothing), counted and timed
+        in the metrics like `metrics_extension` does, traced when tracing is on. An
+        exception is, as Strawberry makes it, the one error of an operation that never
+        ran."""
+        request, prepared = admitted.request, admitted.prepared
+        operation = prepared.operation
+        name = operation.name.value if operation.name is not None else None
+        start = time.perf_counter()
+        try:
+            if self._on_operation is None:
+                return await self._run(prepared, request, context)
+            with self._on_operation(name, prepared.operation_type.value) as traced:
+                result = await self._run(prepared, request, context)
+                traced.errors = result.errors or ()
+                return result
+        except Exception as exc:
+            error = (
+                exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
+            )
+            return PreExecutionError(data=None, errors=[error])
+        finally:  # a cancelled operation (the timeout) is counted and timed too
+            self.metrics.record_operation(
+                name, prepared.operation_type, time.perf_counter() - start
+            )
+
+    async def _run(
+        self, prepared: Prepared, request: OperationRequest, context: Context
+    ) -> CoreResult:
+        result = execute_document(
+            self.schema._schema,
+            prepared.document,
+            context_value=context,
+            variable_values=request.variables,
+            operation_name=request.operation_name,
+            executor_class=self._executor_class,
+            is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]  # a bool, as Strawberry
+            operation_extensions=request.extensions,
+        )
+        if not isinstance(result, CoreResult):
+            result = await result
+        return result
+
+    def _answer(self, result: Result, budget: ResponseBudget) -> Answer:
         try:
             if budget.tripped is not None:  # whatever partial result was assembled
                 return self._over_budget(budget.tripped)
@@ -505,7 +589,7 @@ class OperationPipeline:
             self.metrics.count_error(error.get("extensions", {}).get("code"))
 
 
-def _drop_tracebacks(result: ExecutionResult) -> None:
+def _drop_tracebacks(result: Result) -> None:
     """Forget the tracebacks of a formatted result's errors. Each holds the frames of the
     resolvers it passed through, whose locals hold the answer's data (a window of
     events), and the frames hold the error: a cycle that kept a refused answer's memory
@@ -570,18 +654,13 @@ def _json(payload: dict[str, Any]) -> bytes:
 
 def _root_key(prepared: Prepared) -> str:
     """The response key of the subscription's one root field (its alias or name)."""
-    for definition in prepared.document.definitions:
-        if isinstance(definition, OperationDefinitionNode) and (
-            prepared.operation_name is None
-            or (definition.name is not None and definition.name.value == prepared.operation_name)
-        ):
-            for selection in definition.selection_set.selections:
-                if isinstance(selection, FieldNode):
-                    return (selection.alias or selection.name).value
+    for selection in prepared.operation.selection_set.selections:
+        if isinstance(selection, FieldNode):
+            return (selection.alias or selection.name).value
     return "sessionEvents"
 
 
-def _never_ran(result: ExecutionResult) -> bool:
+def _never_ran(result: Result) -> bool:
     """No `data` at all and no error with a path: the operation never ran (variables
     that do not coerce; parse and validation failures never reach execution)."""
     if isinstance(result, PreExecutionError):

@@ -3,7 +3,11 @@
 Every root field maps one core operation over the request's observation
 (`gateway.server.context.Context`); the document checks of
 `gateway.server.preparation` are installed as a per-operation extension
-(a class, never a shared instance).
+(a class, never a shared instance). The operation pipeline runs the queries
+and mutations it prepared on graphql-core itself (`gateway.server.pipeline`),
+so the schema's extensions run only for what Strawberry runs: subscriptions,
+and the schema executed directly (a test, an embedding host). An extension
+that must see every query belongs in the pipeline too.
 """
 
 from __future__ import annotations
@@ -161,7 +165,8 @@ class Query:
 
 class GatewaySchema(strawberry.Schema):
     """The schema, with the document preparer its operations go through
-    (`gateway.server.preparation`; the pipeline prepares, Strawberry runs).
+    (`gateway.server.preparation`; the pipeline prepares, then runs queries on
+    graphql-core and subscriptions through Strawberry).
 
     Errors are logged (once, with a correlation id) by the pipeline's formatter,
     not by Strawberry."""
@@ -178,8 +183,9 @@ def build_schema(
     tracing: type[SchemaExtension] | None = None,
 ) -> GatewaySchema:
     """The schema with `limits` installed (defaults when None), and `metrics` recording
-    each operation (outermost, so it times the other hooks too); `tracing` (from
-    `gateway.observability.tracing.operation_tracing`) outside them all."""
+    each operation Strawberry runs (outermost, so it times the other hooks too);
+    `tracing` (from `gateway.observability.tracing.operation_tracing`) outside them
+    all. The pipeline records and traces the queries it runs itself."""
     preparer = DocumentPreparer(limits or Limits())
     extensions: list[type[SchemaExtension]] = [prepared_documents(preparer)]
     if metrics is not None:
