@@ -457,6 +457,8 @@ class LimitsMemo:
 
 def _tokens(names: tuple[str, ...], values: Mapping[str, Any]) -> tuple[Token, ...] | None:
     """The tokens of `names` in `values` (None when one cannot be a key)."""
+    if not names:  # the walk read no variable (most documents): one key whatever is sent
+        return ()
     out: list[Token] = []
     for name in names:
         if name in values:
