@@ -119,3 +119,29 @@ async def test_each_request_context_observes_afresh_with_its_own_budget(db: Any)
     finally:
         first.close()
         second.close()
+
+
+async def test_a_proxied_backend_makes_its_snapshot_entry_once_and_calls_the_inner_one(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.observability.backend_proxy import BackendProxy
+    from gateway.observability.metrics import GatewayMetrics, instrument_backend
+
+    proxy = instrument_backend(db, GatewayMetrics())
+    entry = proxy.read_snapshot
+    assert proxy.read_snapshot is entry  # made once, not on every observation
+    calls: list[int] = []
+    real = db.read_snapshot
+
+    def counted() -> Any:
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(db, "read_snapshot", counted)  # replaced after the entry was made
+    snapshot = proxy.read_snapshot()
+    try:
+        assert calls == [1]
+        assert isinstance(snapshot.backend, BackendProxy)  # its reads still seen
+        assert await snapshot.backend.load_sessions(["s1"])
+    finally:
+        snapshot.close()
