@@ -53,7 +53,9 @@ class Lifetime:
         self._forget: list[Callable[[], None]] = []
 
     def remember(self, forget: Callable[[], None]) -> None:
-        """Call `forget` (which empties a memo table) when this lifetime closes."""
+        """Call `forget` (which empties a memo table) when this lifetime closes. The
+        tables here ask on their first entry, not when made: an observation builds a
+        dozen of them and a request asks one or two."""
         self._forget.append(forget)
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -79,7 +81,6 @@ class Once(Generic[T]):
         self._lifetime = lifetime
         self._make = make
         self._fut: asyncio.Future[T] | None = None
-        lifetime.remember(self._forget)
 
     def _forget(self) -> None:
         self._fut = None
@@ -92,7 +93,9 @@ class Once(Generic[T]):
     async def get(self) -> T:
         fut = self._fut
         if fut is None:
-            fut = self._fut = self._lifetime.spawn(_run(self._make))
+            lifetime = self._lifetime
+            lifetime.remember(self._forget)  # on first ask: an unasked question costs nothing
+            fut = self._fut = lifetime.spawn(_run(self._make))
             fut.add_done_callback(_consume)
         return await asyncio.shield(fut)
 
@@ -106,12 +109,14 @@ class PerKey(Generic[K, V]):
         self._lifetime = lifetime
         self._make = make
         self._memo: dict[K, asyncio.Future[V]] = {}
-        lifetime.remember(self._memo.clear)
 
     async def get(self, key: K) -> V:
-        fut = self._memo.get(key)
+        memo = self._memo
+        fut = memo.get(key)
         if fut is None:
-            fut = self._memo[key] = self._lifetime.spawn(_run_with(self._make, key))
+            if not memo:  # its first entry: emptied when the lifetime closes
+                self._lifetime.remember(memo.clear)
+            fut = memo[key] = self._lifetime.spawn(_run_with(self._make, key))
             fut.add_done_callback(_consume)
         return await asyncio.shield(fut)
 
@@ -132,12 +137,13 @@ class Loader(Generic[K, V]):
         self._fetch = fetch
         self._memo: dict[K, asyncio.Future[V | None]] = {}
         self._pending: dict[K, asyncio.Future[V | None]] = {}
-        lifetime.remember(self._memo.clear)
 
     def load(self, key: K) -> asyncio.Future[V | None]:
         """The key's answer to await (a future, so that gathering many makes no tasks)."""
         fut = self._memo.get(key)
         if fut is None:
+            if not self._memo:  # its first entry: emptied when the lifetime closes
+                self._lifetime.remember(self._memo.clear)
             loop = asyncio.get_running_loop()
             if not self._pending:
                 loop.call_soon(self._dispatch)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 from .backend import (
     Capabilities,
@@ -91,21 +92,29 @@ class Observation:
         self._search = caps.search if caps is not None else None
         self._derived_reads = caps.derived if caps else None
         self._titles = TitleLoaders(caps.titles, lifetime) if caps and caps.titles else None
+        self._filters = filters if corpus is not None else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
-        self._corpus = Corpus(self._live, self._stored, self._visibility, lifetime)
-        self._walks = Walks(self._live, self._stored, self._visibility, self._corpus, lifetime)
-        self._filtered = FilteredSessions(
-            self._live,
-            self._stored,
-            self._visibility,
-            self._corpus,
-            filters if corpus is not None else None,
-            lifetime,
-        )
         self._live_views: dict[str, SessionView] = {}
         self._stored_views: PerKey[str, SessionView] = PerKey(lifetime, self._stored_view)
+
+    # The corpus-wide parts are made on first use: a request for one session by id (the
+    # common persisted read) never pages, filters or walks, and pays nothing for them.
+
+    @cached_property
+    def _corpus(self) -> Corpus:
+        return Corpus(self._live, self._stored, self._visibility, self._lifetime)
+
+    @cached_property
+    def _walks(self) -> Walks:
+        return Walks(self._live, self._stored, self._visibility, self._corpus, self._lifetime)
+
+    @cached_property
+    def _filtered(self) -> FilteredSessions:
+        return FilteredSessions(
+            self._live, self._stored, self._visibility, self._corpus, self._filters, self._lifetime
+        )
 
     def close(self) -> None:
         """Cancel every backend call still running for this observation, and release its

@@ -12,7 +12,13 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from .backend import BackendSnapshot, PersistenceBackend, capabilities_of, is_backend
+from .backend import (
+    BackendSnapshot,
+    Capabilities,
+    PersistenceBackend,
+    capabilities_of,
+    is_backend,
+)
 from .errors import ErrorCode, SessionQueryError
 from .event_filter import all_matching
 from .filters import EventFilter, SessionFilter, check_event_filter, check_session_filter
@@ -143,6 +149,7 @@ class SessionQuery(_Operations):
         for store in live:
             self.register_live(store)
         self._backend: PersistenceBackend | None = None
+        self._caps: Capabilities | None = None  # the mounted backend's, asked once per mount
         if persistence is not None:
             self.mount_persistence(persistence)
 
@@ -180,13 +187,14 @@ class SessionQuery(_Operations):
                 f"a persistence backend needs async list() and load(); "
                 f"{type(backend).__name__} lacks {', '.join(missing)}",
             )
+        caps = capabilities_of(backend)
         with self._lock:
-            self._backend = backend
+            self._backend, self._caps = backend, caps
 
     def unmount_persistence(self) -> PersistenceBackend | None:
         """Unmount the backend; returns the one that was mounted, if any."""
         with self._lock:
-            backend, self._backend = self._backend, None
+            backend, self._backend, self._caps = self._backend, None, None
             return backend
 
     @property
@@ -204,10 +212,9 @@ class SessionQuery(_Operations):
         within `scope` when given (SPEC §10). `through` wraps the mounted backend for
         this observation only (a host's tracing proxy), leaving the query as it is."""
         with self._lock:
-            stores, backend = tuple(self._stores), self._backend
-        caps, release = None, None
-        if backend is not None:
-            caps = capabilities_of(backend)
+            stores, backend, caps = tuple(self._stores), self._backend, self._caps
+        release = None
+        if backend is not None and caps is not None:
             # one snapshot for the observation's reads, where the backend has them (SPEC §7)
             snapshot: Any = None
             if caps.snapshots is not None:

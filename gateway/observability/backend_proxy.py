@@ -56,7 +56,11 @@ class BackendProxy:
             object.__setattr__(self, name, call)  # once per proxy (a view's, see below)
             return call
         if name == "read_snapshot" and callable(value):
-            return functools.partial(_snapshot_behind, self, value)
+            # kept on the proxy (every observation asks it); the inner one is looked up
+            # at each call, so a replaced `read_snapshot` is still the one called
+            snapshot = functools.partial(_snapshot_behind, self)
+            object.__setattr__(self, name, snapshot)
+            return snapshot
         return value
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -73,11 +77,11 @@ def _wrapped(inner: object, name: str, wrap: Wrap) -> Callable[..., Any]:
     return call
 
 
-def _snapshot_behind(proxy: BackendProxy, read_snapshot: Callable[[], Any]) -> Any:
+def _snapshot_behind(proxy: BackendProxy) -> Any:
     """The inner backend's snapshot (`gateway.core.backend.BackendSnapshot`), its view
     behind a proxy of the proxy's kind and wrapper (whose methods are wrapped on first
     use: a view lives for one observation)."""
-    found = read_snapshot()
+    found = object.__getattribute__(proxy, _INNER).read_snapshot()
     if found is None or not hasattr(found, "backend"):
         return found
     view = object.__new__(type(proxy))

@@ -97,20 +97,26 @@ class Context:
         principal: Principal | None = None,
         *,
         backend_view: Callable[[PersistenceBackend], PersistenceBackend] | None = None,
+        budget: ResponseBudget | None = None,
     ) -> Context:
         """The context of one request, within the caller's scope when auth is on: its
         observation sees the scoped corpus and its cursors are the caller's own.
         `backend_view` wraps the mounted backend for this app (tracing) without
-        changing the caller's `SessionQuery`."""
+        changing the caller's `SessionQuery`; `budget` is the operation's (else an
+        unlimited one), its start the context's (one clock read, not two)."""
+        if budget is None:
+            budget = ResponseBudget()
         if principal is None:
             obs = query.observe(through=backend_view)
-            return cls(query, obs, cursors, query.read_window_max)
+            return cls(query, obs, cursors, query.read_window_max, budget.started, budget=budget)
         scope = Scope.parse(principal.grants)
         return cls(
             query,
             query.observe(scope, through=backend_view),
             cursors.for_audience(principal.name),
             query.read_window_max,
+            budget.started,
+            budget=budget,
         )
 
     def close(self) -> None:

@@ -31,8 +31,8 @@ then reports them.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,7 @@ class _Walker:
     ) -> None:
         self.schema = schema
         self.cost = cost
-        self.variables = variables or {}
+        self.variables = variables if variables is not None else {}  # never len() it
         self.max_same_name = max_same_name
         self.fragments: dict[str, FragmentDefinitionNode] = {}
         for definition in document.definitions:
@@ -294,6 +294,181 @@ def check_document(
             f"is {limits.max_cost} (ask for smaller pages with `first`, or split the query)",
         )
     return None
+
+
+MEMO_ENTRIES = 64
+"""Outcomes `LimitsMemo` keeps for one text (least recently used dropped first)."""
+MEMO_SHAPES = 8
+"""Distinct sets of variables read that `LimitsMemo` tracks per operation name."""
+MEMO_MAX_STRING = 256
+"""A string variable longer than this is not a key: the document is checked afresh."""
+
+_ABSENT: tuple[()] = ()
+"""The token of a variable the request does not give."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+Token = tuple[Any, ...]
+
+
+def _token(value: Any) -> Token | None:
+    """What a read variable's value is keyed by: its exact type and value (True, 1 and
+    1.0 are three keys; so are 0.0 and -0.0), None when it cannot be a key (a list,
+    an object, a long string: the check then runs afresh)."""
+    kind = type(value)
+    if kind not in _SCALARS:
+        return None
+    if kind is float:
+        return (float, value.hex())
+    if kind is str and len(value) > MEMO_MAX_STRING:
+        return None
+    return (kind, value)
+
+
+class _Recorded(Mapping[str, Any]):
+    """The request's variables as the walk sees them, each one it reads recorded with
+    its token. Reading the whole mapping (its length, its keys) or a value that cannot
+    be a key makes the outcome unkeyable (`exact` False)."""
+
+    __slots__ = ("_values", "exact", "read")
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = values
+        self.read: dict[str, Token] = {}
+        self.exact = True
+
+    def _note(self, key: str, found: bool, value: Any) -> None:
+        if key in self.read:
+            return
+        token = _token(value) if found else _ABSENT
+        if token is None:
+            self.exact = False
+            token = _ABSENT
+        self.read[key] = token
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            value = self._values[key]
+        except KeyError:
+            self._note(key, False, None)
+            raise
+        self._note(key, True, value)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._values:
+            value = self._values[key]
+            self._note(key, True, value)
+            return value
+        self._note(key, False, None)
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            self.exact = False
+            return key in self._values
+        found = key in self._values
+        self._note(key, found, self._values[key] if found else None)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        self.exact = False
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        self.exact = False
+        return len(self._values)
+
+
+_MISS = object()
+
+
+class LimitsMemo:
+    """`check_document`'s outcomes for one document, remembered by the operation name
+    and the values of exactly the variables the walk read.
+
+    The walk is a deterministic function of the document, the operation name and
+    what it reads of the variables; a run that read the variables `names` and got
+    the tokens `values` gives the same outcome for any request whose variables have
+    those tokens at those names (every read returns the same thing, so the same
+    reads follow). So the key is (operation name, names read, their tokens), the
+    names and tokens recorded while the walk runs (`_Recorded`); a lookup tries
+    each set of names seen for the operation name (one, for every document of this
+    schema's walk). A variable the walk never reads is in no key; a value that
+    cannot be a key (`_token`) makes the check run afresh, unremembered.
+
+    Bounded: `MEMO_ENTRIES` outcomes (LRU) and `MEMO_SHAPES` sets of names per
+    operation name. Not thread-safe: one preparer touches a text's memo from one
+    thread (the event loop, or its one worker for large texts).
+    """
+
+    __slots__ = ("_entries", "_shapes")
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str | None, tuple[str, ...], tuple[Token, ...]], Any] = (
+            OrderedDict()
+        )
+        self._shapes: dict[str | None, list[tuple[str, ...]]] = {}
+
+    def check(
+        self,
+        schema: GraphQLSchema,
+        document: DocumentNode,
+        limits: DocumentLimits,
+        cost: CostModel,
+        variables: Mapping[str, Any] | None,
+        operation_name: str | None,
+    ) -> Refusal | None:
+        """`check_document(schema, document, limits, cost, variables, operation_name)`,
+        remembered (see the class docstring); `document` is always this memo's."""
+        values: Mapping[str, Any] = variables if variables is not None else {}
+        shapes = self._shapes.get(operation_name)
+        if shapes:
+            for names in shapes:
+                tokens = _tokens(names, values)
+                if tokens is None:
+                    continue
+                key = (operation_name, names, tokens)
+                found = self._entries.get(key, _MISS)
+                if found is not _MISS:
+                    self._entries.move_to_end(key)
+                    return found  # type: ignore[no-any-return]
+        recorded = _Recorded(values)
+        refusal = check_document(schema, document, limits, cost, recorded, operation_name)
+        if recorded.exact:
+            self._remember(operation_name, recorded.read, refusal)
+        return refusal
+
+    def _remember(
+        self, operation_name: str | None, read: dict[str, Token], refusal: Refusal | None
+    ) -> None:
+        names = tuple(read)
+        shapes = self._shapes.setdefault(operation_name, [])
+        if names not in shapes:
+            if len(shapes) >= MEMO_SHAPES:
+                return
+            shapes.append(names)
+        self._entries[(operation_name, names, tuple(read.values()))] = refusal
+        if len(self._entries) > MEMO_ENTRIES:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _tokens(names: tuple[str, ...], values: Mapping[str, Any]) -> tuple[Token, ...] | None:
+    """The tokens of `names` in `values` (None when one cannot be a key)."""
+    if not names:  # the walk read no variable (most documents): one key whatever is sent
+        return ()
+    out: list[Token] = []
+    for name in names:
+        if name in values:
+            token = _token(values[name])
+            if token is None:
+                return None
+            out.append(token)
+        else:
+            out.append(_ABSENT)
+    return tuple(out)
 
 
 def _root_type(schema: GraphQLSchema, operation: OperationDefinitionNode) -> Any:

@@ -223,14 +223,14 @@ class OperationPipeline:
     def context(self, principal: Principal | None, prepared: Prepared | None = None) -> Context:
         """A fresh context (one observation of the corpus) for `principal`, running the
         `prepared` document when given."""
-        context = Context.for_request(
-            self.query, self.cursors, principal, backend_view=self._backend_view
-        )
-        context.prepared = prepared
         limits = self.config.limits
-        context.budget = ResponseBudget(
+        budget = ResponseBudget(
             limits.max_response_bytes, limits.max_cost, shared=self.answer_bytes
         )
+        context = Context.for_request(
+            self.query, self.cursors, principal, backend_view=self._backend_view, budget=budget
+        )
+        context.prepared = prepared
         return context
 
     # -- one result ---------------------------------------------------------------------
