@@ -22,6 +22,7 @@ from .types.events import Event, EventConnection, EventTrace, ReadWindow
 from .types.filters import EventFilter, SessionFilter
 from .types.lineage import SessionTrace
 from .types.node import MAX_NODE_IDS, Node, resolve_node, resolve_nodes
+from .types.plain import install_plain_resolvers
 from .types.scalars import SCALAR_MAP, EventSurface, resolver
 from .types.search import (
     EventSearchConnection,
@@ -195,6 +196,7 @@ def build_schema(
         extensions=extensions,
     )
     schema.preparer = preparer
+    install_plain_resolvers(schema._schema)
     return schema
 
 

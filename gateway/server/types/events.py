@@ -22,6 +22,7 @@ from gateway.core.event_filter import FilteredEvents
 from ..context import Context, current_context
 from .node import Node, event_node_id
 from .pagination import CURSOR, PageInfo, Sign, edge_cursor, page_info
+from .plain import plain
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
 
 if TYPE_CHECKING:
@@ -83,28 +84,30 @@ class Event(Node):
     raw: strawberry.Private[SessionEvent]
     klass: strawberry.Private[CoreEventSurface | None]
 
-    @resolver("The recorded payload, exactly as stored (any JSON value).")
+    @plain("The recorded payload, exactly as stored (any JSON value).")
     def data(self) -> JSON:
         context = current_context.get()  # not `info`: this runs once per event
         data = self.raw.data
         return cast(JSON, data if context is None else context.budget.payload(data))
 
-    @resolver("How it changes the surface (surface events only; null on log-only events).")
+    @plain("How it changes the surface (surface events only; null on log-only events).")
     def surface_op(self) -> SurfaceOp | None:
         return _surface_op(self.raw.surface_op)
 
-    @resolver(
+    @plain(
         "Seqs of the earlier events it cites as its sources, in recorded order; "
         "null when none were recorded."
     )
     def source_event_seqs(self) -> list[int] | None:
         return _sources(self.raw)
 
-    @resolver("CURRENT, SHADOWED or LOG_ONLY under the session's fold.")
-    def surface(self, info: Info) -> EventSurface:
+    @plain("CURRENT, SHADOWED or LOG_ONLY under the session's fold.")
+    def surface(self) -> EventSurface:
         if self.klass is not None:
             return TO_GRAPHQL_SURFACE[self.klass]
-        return cast(EventSurface, _surface_of(info.context, self.session_id, self.seq))
+        context = current_context.get()  # set by the pipeline for every operation
+        assert context is not None, "Event.surface resolved outside an operation"
+        return cast(EventSurface, _surface_of(context, self.session_id, self.seq))
 
     @resolver("The session it belongs to.")
     async def session(
