@@ -16,6 +16,7 @@ from gateway.observability.metrics import GatewayMetrics, metrics_extension
 
 from .config import Limits
 from .context import Context
+from .execution import GatewayExecutionContext
 from .limits import prepared_documents
 from .preparation import DocumentPreparer
 from .types.events import Event, EventConnection, EventTrace, ReadWindow
@@ -194,6 +195,7 @@ def build_schema(
         subscription=Subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
         extensions=extensions,
+        execution_context_class=GatewayExecutionContext,
     )
     schema.preparer = preparer
     install_plain_resolvers(schema._schema)

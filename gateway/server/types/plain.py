@@ -54,18 +54,29 @@ def plain_function(fn: F) -> F:
     return fn
 
 
-def _attribute(name: str) -> Callable[[Any, GraphQLResolveInfo], Any]:
-    def resolve(source: Any, info: GraphQLResolveInfo) -> Any:
+_RESOLVER = "_gateway_plain_resolver"
+
+
+def _attribute(name: str) -> Callable[[Any, GraphQLResolveInfo[Any]], Any]:
+    def resolve(source: Any, info: GraphQLResolveInfo[Any]) -> Any:
         return getattr(source, name)
 
+    setattr(resolve, _RESOLVER, True)
     return resolve
 
 
-def _called(fn: Callable[[Any], Any]) -> Callable[[Any, GraphQLResolveInfo], Any]:
-    def resolve(source: Any, info: GraphQLResolveInfo) -> Any:
+def _called(fn: Callable[[Any], Any]) -> Callable[[Any, GraphQLResolveInfo[Any]], Any]:
+    def resolve(source: Any, info: GraphQLResolveInfo[Any]) -> Any:
         return fn(source)
 
+    setattr(resolve, _RESOLVER, True)
     return resolve
+
+
+def is_plain_resolver(resolve: object) -> bool:
+    """Whether a GraphQL field's resolver is one `install_plain_resolvers` put there: it
+    reads its object only and ignores the resolve info (`gateway.server.execution`)."""
+    return getattr(resolve, _RESOLVER, False) is True
 
 
 def install_plain_resolvers(schema: GraphQLSchema) -> int:
@@ -91,7 +102,7 @@ def install_plain_resolvers(schema: GraphQLSchema) -> int:
                     changed += 1
                 continue
             fn = resolver.wrapped_func
-            if not getattr(fn, _PLAIN, False):
+            if not getattr(fn, _PLAIN, False) or not callable(fn):
                 continue
             if resolver.is_async or len(resolver.signature.parameters) != 1:
                 raise TypeError(
@@ -103,4 +114,4 @@ def install_plain_resolvers(schema: GraphQLSchema) -> int:
     return changed
 
 
-__all__ = ["install_plain_resolvers", "plain", "plain_function"]
+__all__ = ["install_plain_resolvers", "is_plain_resolver", "plain", "plain_function"]
