@@ -105,7 +105,9 @@ def _load_sources(text: str) -> Any:
         return tuple(value) if isinstance(value, list) else value
 
 
-_make_event = SessionEvent
+_new_tuple = tuple.__new__
+"""Builds a named tuple (`SessionEvent`, `StoredEvent`) from all its fields as the tuple it
+is: the generated `__new__` (keywords, defaults) costs as much again per decoded row."""
 
 
 _COMPILED: dict[tuple[int, str], tuple[str, tuple[str, ...]]] = {}
@@ -280,7 +282,8 @@ def _events_from_rows(rows: Iterable[Any], *, pause_gc: bool = True) -> builtins
     Synchronous on purpose: a GC pause around it never spans an `await`
     (`pause_gc=False` in a worker thread, where the loop runs meanwhile).
     """
-    make, loads, load_op, load_sources = _make_event, _loads, _load_op, _load_sources
+    loads, load_op, load_sources = _loads, _load_op, _load_sources
+    new, event_type = _new_tuple, SessionEvent
     flag = (False, True)
     out: builtins.list[SessionEvent] = []
     add = out.append
@@ -292,7 +295,7 @@ def _events_from_rows(rows: Iterable[Any], *, pause_gc: bool = True) -> builtins
                 src = load_sources(src)
             if data is not None:
                 data = loads(data)
-            add(make(etype, seq, time, data, op, src, flag[ignorable]))
+            add(new(event_type, (etype, seq, time, data, op, src, flag[ignorable])))
     return out
 
 
@@ -303,8 +306,8 @@ def _stored_events_from_rows(
     replaced_by) rows (`data` None when not selected). Synchronous, like
     `_events_from_rows`: a GC pause around it never spans an `await` (`pause_gc=False`
     in a reader thread, where the loop runs meanwhile)."""
-    make, loads, load_op, load_sources = _make_event, _loads, _load_op, _load_sources
-    stored = StoredEvent
+    loads, load_op, load_sources = _loads, _load_op, _load_sources
+    new, event_type, stored = _new_tuple, SessionEvent, StoredEvent
     flag = (False, True)
     out: builtins.list[StoredEvent] = []
     add = out.append
@@ -316,8 +319,9 @@ def _stored_events_from_rows(
                 src = load_sources(src)
             if data is not None:
                 data = loads(data)
-            event = make(etype, seq, time, data, op, src, flag[ignorable])
-            add(stored(event, surface, replaced_by))
+            # both named tuples built as the tuples they are (see `_new_tuple`)
+            event = new(event_type, (etype, seq, time, data, op, src, flag[ignorable]))
+            add(new(stored, (event, surface, replaced_by)))
     return out
 
 

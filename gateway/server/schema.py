@@ -20,12 +20,14 @@ from gateway.observability.metrics import GatewayMetrics, metrics_extension
 
 from .config import Limits
 from .context import Context
+from .execution import GatewayExecutionContext
 from .limits import prepared_documents
 from .preparation import DocumentPreparer
 from .types.events import Event, EventConnection, EventTrace, ReadWindow
 from .types.filters import EventFilter, SessionFilter
 from .types.lineage import SessionTrace
 from .types.node import MAX_NODE_IDS, Node, resolve_node, resolve_nodes
+from .types.plain import install_plain_resolvers
 from .types.scalars import SCALAR_MAP, EventSurface, resolver
 from .types.search import (
     EventSearchConnection,
@@ -199,8 +201,10 @@ def build_schema(
         subscription=Subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
         extensions=extensions,
+        execution_context_class=GatewayExecutionContext,
     )
     schema.preparer = preparer
+    install_plain_resolvers(schema._schema)
     return schema
 
 

@@ -22,6 +22,7 @@ from gateway.core.event_filter import FilteredEvents
 from ..context import Context, current_context
 from .node import Node, event_node_id
 from .pagination import CURSOR, PageInfo, Sign, edge_cursor, page_info
+from .plain import plain, plain_function
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
 
 if TYPE_CHECKING:
@@ -83,28 +84,30 @@ class Event(Node):
     raw: strawberry.Private[SessionEvent]
     klass: strawberry.Private[CoreEventSurface | None]
 
-    @resolver("The recorded payload, exactly as stored (any JSON value).")
+    @plain("The recorded payload, exactly as stored (any JSON value).")
     def data(self) -> JSON:
         context = current_context.get()  # not `info`: this runs once per event
         data = self.raw.data
         return cast(JSON, data if context is None else context.budget.payload(data))
 
-    @resolver("How it changes the surface (surface events only; null on log-only events).")
+    @plain("How it changes the surface (surface events only; null on log-only events).")
     def surface_op(self) -> SurfaceOp | None:
         return _surface_op(self.raw.surface_op)
 
-    @resolver(
+    @plain(
         "Seqs of the earlier events it cites as its sources, in recorded order; "
         "null when none were recorded."
     )
     def source_event_seqs(self) -> list[int] | None:
         return _sources(self.raw)
 
-    @resolver("CURRENT, SHADOWED or LOG_ONLY under the session's fold.")
-    def surface(self, info: Info) -> EventSurface:
+    @plain("CURRENT, SHADOWED or LOG_ONLY under the session's fold.")
+    def surface(self) -> EventSurface:
         if self.klass is not None:
             return TO_GRAPHQL_SURFACE[self.klass]
-        return cast(EventSurface, _surface_of(info.context, self.session_id, self.seq))
+        context = current_context.get()  # set by the pipeline for every operation
+        assert context is not None, "Event.surface resolved outside an operation"
+        return cast(EventSurface, _surface_of(context, self.session_id, self.seq))
 
     @resolver("The session it belongs to.")
     async def session(
@@ -154,16 +157,23 @@ class Event(Node):
 
     @classmethod
     def wrap(cls, session_id: str, raw: SessionEvent, klass: CoreEventSurface | None) -> Event:
-        return cls(
-            id=event_node_id(session_id, raw.seq),
-            session_id=strawberry.ID(session_id),
-            seq=raw.seq,
-            type=raw.type,
-            time=EpochMillis(raw.time),
-            ignorable=raw.ignorable,
-            raw=raw,
-            klass=klass,
-        )
+        # The dataclass's fields set directly: its generated __init__ costs half again as
+        # much, on every event of every page (its __eq__ and __repr__ are unchanged).
+        event = _new(cls)
+        event.__dict__ = {
+            "id": event_node_id(session_id, raw.seq),
+            "session_id": session_id,
+            "seq": raw.seq,
+            "type": raw.type,
+            "time": raw.time,
+            "ignorable": raw.ignorable,
+            "raw": raw,
+            "klass": klass,
+        }
+        return event
+
+
+_new = object.__new__
 
 
 async def events_of(view: SessionView, seqs: Sequence[int]) -> list[Event]:
@@ -191,6 +201,13 @@ class EventEdge:
     _sign: strawberry.Private[Sign]
 
 
+@plain_function
+def _connection_edges(root: strawberry.Parent[EventConnection]) -> list[EventEdge]:
+    """`EventConnection.edges`, made only when selected: a page that lists `nodes` makes
+    no edge per event."""
+    return root._edges()
+
+
 @strawberry.type(
     description=(
         "A page of a session's raw events in seq order, optionally filtered by surface "
@@ -198,10 +215,13 @@ class EventEdge:
     )
 )
 class EventConnection:
-    edges: list[EventEdge] = strawberry.field(description="The page, with a cursor per event.")
+    edges: list[EventEdge] = strawberry.field(
+        resolver=_connection_edges, description="The page, with a cursor per event."
+    )
     nodes: list[Event] = strawberry.field(description="The page's events (same as edges.node).")
     page_info: PageInfo = strawberry.field(description="Cursors and whether more pages exist.")
     _total: strawberry.Private[Callable[[], Awaitable[int]]]
+    _edges: strawberry.Private[Callable[[], list[EventEdge]]]
 
     @resolver("How many events match the filter in the whole log (not just this page).")
     async def total_count(self) -> int:
@@ -280,9 +300,14 @@ def event_connection(
     cursors = ctx.cursors
     nodes = [Event.of(session_id, item) for item in page.items]
     sign = cursors.event
-    edges = [
-        EventEdge(node=node, _sign=partial(sign, session_id, node.seq, digest)) for node in nodes
-    ]
+
+    def edges() -> list[EventEdge]:
+        return [
+            EventEdge(node=node, _sign=partial(sign, session_id, node.seq, digest))
+            for node in nodes
+        ]
+
+    ends = nodes[:1] + nodes[-1:]
     total: Callable[[], Awaitable[int]]
     if isinstance(page, EventPage):
         known = page.total
@@ -294,10 +319,12 @@ def event_connection(
     else:
         total = page.total
     return EventConnection(
-        edges=edges,
         nodes=nodes,
         page_info=page_info(
-            page.has_next, page.has_previous, [e._sign for e in edges[:1] + edges[-1:]]
+            page.has_next,
+            page.has_previous,
+            [partial(sign, session_id, node.seq, digest) for node in ends],
         ),
         _total=total,
+        _edges=edges,
     )

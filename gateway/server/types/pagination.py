@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 import strawberry
 
 from ..errors import bad_input
+from .plain import plain_function
 
 Sign = Callable[[], str]
 """Makes one item's cursor when called (e.g. `partial(codec.event, sid, seq, digest)`)."""
@@ -34,15 +35,18 @@ class _Signed(Protocol):
     _sign: Sign
 
 
+@plain_function
 def edge_cursor(root: strawberry.Parent[_Signed]) -> str:
     """An edge's `cursor`: signed only when selected (the edge holds its `Sign`)."""
     return root._sign()
 
 
+@plain_function
 def _start_cursor(root: strawberry.Parent[PageInfo]) -> str | None:
     return None if root._start is None else root._start()
 
 
+@plain_function
 def _end_cursor(root: strawberry.Parent[PageInfo]) -> str | None:
     return None if root._end is None else root._end()
 
