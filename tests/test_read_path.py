@@ -387,3 +387,28 @@ async def test_a_scoped_page_statement_is_built_once_per_scope(sqlite_db: SqlPer
     for _ in range(2):
         assert [h.id for h in await sqlite_db.headers_page(None, 10, one)] == ["s1"]
         assert [h.id for h in await sqlite_db.headers_page(None, 10, two)] == ["s3", "s2"]
+
+
+async def test_a_small_page_of_events_is_read_inline_and_a_heavy_one_in_a_thread(
+    sqlite_db: SqlPersistence,
+) -> None:
+    """A page of a few small events is answered on the loop; a page whose stored
+    payloads pass INLINE_BYTES is moved whole to a reader thread: the same events
+    either way (SQLite's steps do not count the bytes it hands back)."""
+    from gateway.persistence.readers import INLINE_BYTES
+
+    big = "x" * (INLINE_BYTES // 8)
+    await sqlite_db.create(SessionHeader("light", 1), [ev(s, data={"n": s}) for s in range(30)])
+    await sqlite_db.create(SessionHeader("heavy", 2), [ev(s, data={"t": big}) for s in range(30)])
+    app = create_app(SessionQuery(persistence=sqlite_db), GatewayConfig())
+    readers = sqlite_db._readers
+    assert readers is not None
+    for sid, payload, threaded in (("light", {"n": 3}, False), ("heavy", {"t": big}, True)):
+        document = f'{{ events(sessionId: "{sid}", first: 20) {{ nodes {{ seq data }} }} }}'
+        await _post(app, document)
+        hops = readers.hops
+        body = await _post(app, document)
+        nodes = body["data"]["events"]["nodes"]
+        assert [n["seq"] for n in nodes] == list(range(20))
+        assert nodes[3]["data"] == payload
+        assert (readers.hops > hops) is threaded, (sid, readers.hops - hops)

@@ -117,6 +117,13 @@ def _event_columns(with_data: bool) -> list[ColumnElement[Any]]:
     ]
 
 
+_DATA_AT = 7
+"""Where `data` is in a ranged read's row: (k, *the columns of `_event_columns`)."""
+_INLINE_EVENTS = 200
+"""A ranged read of at most this many events may be answered on the event loop
+(`gateway.persistence.readers`: its SQLite steps and decoded bytes still bounded)."""
+
+
 def _tag(k: int) -> ColumnElement[Any]:
     """The key's position as a constant column (an int we made: safe to inline)."""
     return literal_column(str(int(k))).label("k")
@@ -178,7 +185,7 @@ def _statement(key: tuple[Any, ...], build: Callable[[Any], _Stmt], arg: Any) ->
 class SqlDerivedReads(SqlBase):
     """Pages of classified events, single events, surfaces and traces by index."""
 
-    async def _derived_read(self, fn: ReadFn[T]) -> T:
+    async def _derived_read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
         """A read question for the compound reads here. On PostgreSQL without JIT:
         a compound of many index lookups (a recursive one above all) is estimated
         expensive enough to be JIT-compiled, which costs ~100x what running it does."""
@@ -188,7 +195,7 @@ class SqlDerivedReads(SqlBase):
                 conn.run(_NO_JIT)
             return fn(conn)
 
-        return await self._read(read)
+        return await self._read(read, inline=inline)
 
     async def load_sessions(self, session_ids: Sequence[str]) -> dict[str, StoredSession]:
         """Header, log size and class counts of each stored id (one read of the row).
@@ -253,6 +260,7 @@ class SqlDerivedReads(SqlBase):
                 for k, q in enumerate(chunk):
                     params.update(_event_params(q, k))
                 rows = conn.rows(statement, params)
+                conn.spend(sum(len(r[_DATA_AT]) for r in rows if r[_DATA_AT] is not None))
                 for k, found in _by_key(rows):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found, pause_gc=False)
@@ -260,7 +268,8 @@ class SqlDerivedReads(SqlBase):
             _check_against_index(conn, asked, out, known)
             return out, asked, known
 
-        out, asked, known = await self._derived_read(read)
+        small = sum(q.limit if q.limit is not None else _INLINE_EVENTS + 1 for q in wanted)
+        out, asked, known = await self._derived_read(read, inline=small <= _INLINE_EVENTS)
         for query in asked:
             _check_events(query, out[query], known[query.session_id])
         return out

@@ -69,6 +69,9 @@ T = TypeVar("T")
 INLINE_STEPS = 20_000
 """SQLite virtual-machine steps an inline question may take on the event loop (a
 point lookup takes a few hundred) before it is moved to a reader thread."""
+INLINE_BYTES = 64 * 1024
+"""Stored text an inline question may decode on the event loop (`ReadConn.spend`):
+SQLite's steps do not count the bytes of the values it hands back."""
 _PROGRESS_EVERY = 1_000
 """Steps between two calls of the inline budget's progress handler."""
 READER_THREADS = 4
@@ -118,6 +121,11 @@ class ReadConn(Protocol):
 
     def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
         """A statement whose rows are not read (`SET LOCAL`, `set_config`)."""
+        ...
+
+    def spend(self, nbytes: int) -> None:
+        """The bytes the question is about to decode: an inline question past
+        `INLINE_BYTES` moves to a reader thread (elsewhere this does nothing)."""
         ...
 
 
@@ -223,11 +231,19 @@ def fixed(*statements: ClauseElement) -> None:
 class SqliteReadConn:
     """A `ReadConn` over one stdlib `sqlite3` connection (used by one thread at a time)."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("left", "raw")
     dialect = "sqlite"
 
-    def __init__(self, raw: sqlite3.Connection) -> None:
+    def __init__(self, raw: sqlite3.Connection, left: int | None = None) -> None:
         self.raw = raw
+        self.left = left
+        """Bytes an inline question may still decode (None: not inline)."""
+
+    def spend(self, nbytes: int) -> None:
+        if self.left is not None:
+            self.left -= nbytes
+            if self.left < 0:
+                raise _TooLong()
 
     def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
         sql, args = sqlite_sql(statement, params or {})
@@ -267,7 +283,7 @@ def run_inline(conn: sqlite3.Connection, fn: ReadFn[T]) -> T:
 
     conn.set_progress_handler(tick, _PROGRESS_EVERY)
     try:
-        return fn(SqliteReadConn(conn))
+        return fn(SqliteReadConn(conn, INLINE_BYTES))
     except sqlite3.OperationalError:
         if ticks > limit:
             raise _TooLong() from None
@@ -293,6 +309,9 @@ class SaReadConn:
 
     def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
         self._conn.execute(statement, dict(params or {})).close()  # type: ignore[call-overload]
+
+    def spend(self, nbytes: int) -> None:
+        return None
 
 
 # -- SQLite: the reader pool ---------------------------------------------------------
