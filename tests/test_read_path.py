@@ -412,3 +412,48 @@ async def test_a_small_page_of_events_is_read_inline_and_a_heavy_one_in_a_thread
         assert [n["seq"] for n in nodes] == list(range(20))
         assert nodes[3]["data"] == payload
         assert (readers.hops > hops) is threaded, (sid, readers.hops - hops)
+
+
+@pytest.mark.parametrize(
+    ("selection", "wanted"),
+    [
+        ("nodes { seq type surface } pageInfo { hasNextPage endCursor }", False),
+        ("edges { cursor node { seq time } }", False),
+        ("nodes { seq data }", True),
+        ("edges { node { ...P } }", True),
+        ("nodes { ... on Event { seq data } }", True),
+    ],
+)
+async def test_a_page_reads_payloads_only_when_data_is_selected(
+    sqlite_db: SqlPersistence, monkeypatch: pytest.MonkeyPatch, selection: str, wanted: bool
+) -> None:
+    """`data` is read and decoded only when the selection names it (through fragments
+    too); the other fields answer the same either way, on `events` and
+    `Session.events` alike."""
+    from gateway.persistence.derived import SqlDerivedReads
+
+    await _seed(sqlite_db, n=1, events=30)
+    asked: list[bool] = []
+    real = SqlDerivedReads.read_events
+
+    async def spying(self: SqlDerivedReads, queries: Any) -> Any:
+        asked.extend(q.with_data for q in queries)
+        return await real(self, queries)
+
+    monkeypatch.setattr(SqlDerivedReads, "read_events", spying)
+    app = create_app(SessionQuery(persistence=sqlite_db), GatewayConfig())
+    fragment = " fragment P on Event { seq data }" if "...P" in selection else ""
+    for document in (
+        f'{{ events(sessionId: "s0", first: 5) {{ {selection} }} }}{fragment}',
+        f'{{ session(id: "s0") {{ events(first: 5) {{ {selection} }} }} }}{fragment}',
+    ):
+        asked.clear()
+        body = await _post(app, document)
+        assert "errors" not in body, body
+        assert asked == [wanted], (document, asked)
+        page = body["data"]["events"] if "events" in body["data"] else body["data"]["session"]
+        page = page["events"] if "session" in body["data"] else page
+        nodes = page.get("nodes") or [edge["node"] for edge in page["edges"]]
+        assert len(nodes) == 5
+        if wanted:
+            assert [n["data"] for n in nodes] == [{"n": s} for s in range(5)]

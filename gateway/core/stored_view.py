@@ -51,14 +51,21 @@ class StoredView(SessionView):
         return EventQuery(self.session_id, lo, hi, self.length, **kw)
 
     async def page(
-        self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
+        self,
+        after_seq: int | None,
+        first: int,
+        wanted: frozenset[EventSurface] | None,
+        *,
+        with_data: bool = True,
     ) -> EventPage:
         n = self.length
         start = page_start(after_seq, n)
         codes = None if wanted is None else codes_of(wanted)
         read = self._reads.events
         after = (
-            read(self._query(start, n - 1, surfaces=codes, limit=first + 1)) if start < n else None
+            read(self._query(start, n - 1, surfaces=codes, limit=first + 1, with_data=with_data))
+            if start < n
+            else None
         )
         if codes is None:
             rows = await after if after is not None else []

@@ -92,9 +92,16 @@ class SessionView(ABC):
 
     @abstractmethod
     async def page(
-        self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
+        self,
+        after_seq: int | None,
+        first: int,
+        wanted: frozenset[EventSurface] | None,
+        *,
+        with_data: bool = True,
     ) -> EventPage:
-        """Up to `first` events after `after_seq` whose class is in `wanted` (None: all)."""
+        """Up to `first` events after `after_seq` whose class is in `wanted` (None: all).
+        `with_data=False`: the caller reads no payload, which a stored view then does not
+        read or decode (the events' `data` is None); a live view has them anyway."""
 
     @abstractmethod
     async def events_at(self, seqs: Sequence[int]) -> list[Classified]:
@@ -265,7 +272,12 @@ class LiveView(SessionView):
         return log_only, current + revived, shadowed - revived
 
     async def page(
-        self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
+        self,
+        after_seq: int | None,
+        first: int,
+        wanted: frozenset[EventSurface] | None,
+        *,
+        with_data: bool = True,
     ) -> EventPage:
         n = self.length
         start = page_start(after_seq, n)
@@ -367,7 +379,12 @@ class FoldedView(SessionView):
         return Classified(self._events[seq], self._fold.surface_of(seq))
 
     async def page(
-        self, after_seq: int | None, first: int, wanted: frozenset[EventSurface] | None
+        self,
+        after_seq: int | None,
+        first: int,
+        wanted: frozenset[EventSurface] | None,
+        *,
+        with_data: bool = True,
     ) -> EventPage:
         n = self.length
         start = page_start(after_seq, n)

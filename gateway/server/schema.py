@@ -35,6 +35,7 @@ from .types.search import (
     search_events,
     search_sessions,
 )
+from .types.selection import selects_data
 from .types.sessions import (
     Session,
     SessionConnection,
@@ -86,7 +87,9 @@ class Query:
         after: str | None = strawberry.UNSET,
         filter: EventFilter | None = strawberry.UNSET,
     ) -> EventConnection:
-        return await events_page(info.context, session_id, surface, first, after, filter)
+        return await events_page(
+            info.context, session_id, surface, first, after, filter, with_data=selects_data(info)
+        )
 
     @resolver("One event (null plus SESSION_QUERY_EVENT_NOT_FOUND / _SESSION_NOT_FOUND).")
     async def event(self, info: Info, session_id: strawberry.ID, seq: int) -> Event | None:

@@ -30,6 +30,7 @@ from .lineage import SessionTrace
 from .node import Node
 from .pagination import CURSOR, PageInfo, Sign, edge_cursor, given, page_info, page_size
 from .scalars import TO_CORE_SURFACE, EpochMillis, EventSurface, resolver
+from .selection import selects_data
 from .titles import SessionTitle
 
 Info = strawberry.Info[Context, None]
@@ -84,9 +85,12 @@ async def events_page(
     first: int | None,
     after: str | None,
     filter: EventFilter | None = None,
+    with_data: bool = True,
 ) -> EventConnection:
     """`events(surface, first, after, filter)` of one session: the matching events by seq
-    (SPEC §12; `surface` and `filter.surface` ANDed), cursors bound to the filter."""
+    (SPEC §12; `surface` and `filter.surface` ANDed), cursors bound to the filter.
+    `with_data=False` when the selection reads no payload (`selects_data`): a stored
+    page then neither reads nor decodes one."""
     size = page_size(first)
     given_filter = to_event_filter(given(filter))
     text = None if given_filter is None else check_event_filter(given_filter)
@@ -98,7 +102,7 @@ async def events_page(
     view = await ctx.view(session_id)
     wanted = _wanted(given(surface))
     if given_filter is None:
-        page = await view.page(after_seq, size, wanted)
+        page = await view.page(after_seq, size, wanted, with_data=with_data)
         await ctx.loaded()
         return event_connection(ctx, session_id, page)
     effective = and_surface(given_filter, wanted)
@@ -184,7 +188,15 @@ class Session(Node):
         after: str | None = strawberry.UNSET,
         filter: EventFilter | None = strawberry.UNSET,
     ) -> EventConnection:
-        return await events_page(info.context, self.ref.header.id, surface, first, after, filter)
+        return await events_page(
+            info.context,
+            self.ref.header.id,
+            surface,
+            first,
+            after,
+            filter,
+            with_data=selects_data(info),
+        )
 
     @resolver("The current surface: what the model sees, in its order.")
     async def surface(self, info: Info) -> list[Event]:
