@@ -23,8 +23,7 @@
 * `MetricsEndpoint` is the `/metrics` ASGI app (the library's `make_asgi_app`
   renders on the event loop and answers every method; ours renders
   `generate_latest` in a worker thread, answers GET/HEAD with `no-store` and
-  405 otherwise). `HttpMetricsRule` (a rule of `gateway.server.gate.RequestGate`;
-  `HttpMetricsMiddleware` runs it alone) and `instrument_backend`
+  405 otherwise). `HttpMetricsMiddleware` (pure ASGI) and `instrument_backend`
   (a transparent proxy counting persistence calls) complete the wiring; the
   library has neither.
 """
@@ -58,7 +57,6 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gateway.core.errors import ErrorCode
-from gateway.server.gate import BaseRule, RequestGate
 
 from .backend_proxy import BackendProxy, inner_of, proxy_once
 
@@ -435,31 +433,35 @@ class MetricsEndpoint:
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
 
 
-class HttpMetricsRule(BaseRule):
-    """`http_requests_total{route,status}` and the request's duration, as a rule of
-    `RequestGate`: timed from entering the rule until the app returned. A request whose
-    app raised before starting a response counts as status 500."""
+class HttpMetricsMiddleware:
+    """Pure ASGI middleware counting `http_requests_total{route,status}` and timing requests.
 
-    def __init__(self, metrics: GatewayMetrics) -> None:
-        self.metrics = metrics
-
-    def enter(self, scope: Scope) -> object:
-        return (scope, time.perf_counter())
-
-    def leave(self, state: tuple[Scope, float], status: int | None) -> None:
-        scope, start = state
-        self.metrics.record_http_request(
-            str(scope.get("path", "")),
-            500 if status is None else status,
-            time.perf_counter() - start,
-        )
-
-
-class HttpMetricsMiddleware(RequestGate):
-    """The HTTP metrics alone as a middleware (`create_app` runs the rule in its gate)."""
+    A request whose app raised before starting a response counts as status 500.
+    """
 
     def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
-        super().__init__(app, [HttpMetricsRule(metrics)])
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self.metrics.record_http_request(
+                str(scope.get("path", "")), status, time.perf_counter() - start
+            )
 
 
 # ---------------------------------------------------------------------- GraphQL
@@ -557,7 +559,6 @@ __all__ = [
     "KNOWN_ERROR_CODES",
     "GatewayMetrics",
     "HttpMetricsMiddleware",
-    "HttpMetricsRule",
     "InstrumentedBackend",
     "MetricsEndpoint",
     "backend_methods",

@@ -31,7 +31,6 @@ loads (`gateway.observability.logging`) must not.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import os
 import re
@@ -41,8 +40,7 @@ from typing import Final
 from asgi_correlation_id import correlation_id
 from asgi_correlation_id.extensions.sentry import get_sentry_extension
 from asgi_correlation_id.middleware import FAILED_VALIDATION_MESSAGE
-
-from gateway.server.gate import ASGIApp, BaseRule, Message, RequestGate, Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER: Final = "x-request-id"
 _HEADER: Final = REQUEST_ID_HEADER.encode("latin-1")
@@ -94,35 +92,34 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-class RequestIdRule(BaseRule):
-    """The request id as a rule of `RequestGate` (see the module docstring)."""
-
-    scope_types = frozenset({"http", "websocket"})
-
-    def __init__(self) -> None:
-        self._sentry = get_sentry_extension()
-
-    def enter(self, scope: Scope) -> object:
-        rid = _request_id_of(scope)
-        token = correlation_id.set(rid)
-        self._sentry(rid)
-        return token
-
-    def start(self, state: object, message: Message) -> object:
-        # the id as it is when the answer starts (the library's rule)
-        if now := correlation_id.get():
-            message["headers"].append((_HEADER, now.encode("latin-1")))
-        return None
-
-    def leave(self, state: contextvars.Token[str | None], status: int | None) -> None:
-        correlation_id.reset(state)
-
-
-class RequestIdMiddleware(RequestGate):
-    """The request id alone as a middleware (`create_app` runs the rule in its gate)."""
+class RequestIdMiddleware:
+    """The request id of every HTTP request and WebSocket (see the module docstring)."""
 
     def __init__(self, app: ASGIApp) -> None:
-        super().__init__(app, [RequestIdRule()])
+        self.app = app
+        self._sentry = get_sentry_extension()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        rid = _request_id_of(scope)
+        token = correlation_id.set(rid)
+        try:
+            self._sentry(rid)
+
+            async def send_with_id(message: Message) -> None:
+                # the id as it is when the answer starts (the library's rule)
+                if message["type"] == "http.response.start" and (now := correlation_id.get()):
+                    message["headers"] = [
+                        *message.get("headers", ()),
+                        (_HEADER, now.encode("latin-1")),
+                    ]
+                await send(message)
+
+            await self.app(scope, receive, send_with_id)
+        finally:
+            correlation_id.reset(token)
 
 
 def _request_id_of(scope: Scope) -> str:
@@ -160,7 +157,6 @@ __all__ = [
     "REQUEST_ID_HEADER",
     "RequestIdFilter",
     "RequestIdMiddleware",
-    "RequestIdRule",
     "current_request_id",
     "is_sane_request_id",
     "new_request_id",

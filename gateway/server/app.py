@@ -41,9 +41,12 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from gateway.core import PersistenceBackend, SessionQuery
-from gateway.observability import GatewayMetrics, MetricsEndpoint
-from gateway.observability.metrics import HttpMetricsRule
-from gateway.observability.request_id import RequestIdRule
+from gateway.observability import (
+    GatewayMetrics,
+    HttpMetricsMiddleware,
+    MetricsEndpoint,
+)
+from gateway.observability.request_id import RequestIdMiddleware
 from gateway.web.graphiql import STATIC_DIR, graphiql_html
 from gateway.web.ui import UI_PATH, ui_page
 
@@ -53,16 +56,15 @@ from .config import GatewayConfig
 from .cors import cors_middleware
 from .errors import error_code, new_correlation_id
 from .export import EXPORT_PATH, ExportEndpoint
-from .gate import RequestGate
-from .host_check import HostRule
+from .host_check import HostAllowList
 from .http import GraphQLHTTP
-from .inflight import InFlightRule
-from .limits import BodySizeRule
+from .inflight import InFlightLimit
+from .limits import BodySizeLimit
 from .mcp_endpoint import MCP_PATH, McpEndpoint
 from .pipeline import OperationPipeline
 from .principal import Authenticate
 from .schema import build_schema
-from .security_headers import SecurityHeadersRule
+from .security_headers import SecurityHeaders
 from .websocket import GraphQLWebSocket
 
 if TYPE_CHECKING:
@@ -240,20 +242,13 @@ def create_app(
             # from further in (401, 429, 413) passes back through it and carries the
             # CORS headers, so a page on another origin can read why it was refused.
             *cors_middleware(config.cors_origins),
-            # The per-request rules, in one layer (`gateway.server.gate` says why), in the
-            # order of the layers they were: each answers and is seen as the one before.
-            Middleware(
-                RequestGate,
-                rules=[
-                    RequestIdRule(),
-                    HttpMetricsRule(metrics),
-                    SecurityHeadersRule(),
-                    # past the in-flight cap a 503 before any other work (/healthz never refused)
-                    InFlightRule(config.max_requests_in_flight),
-                    *([] if hosts is None else [HostRule(hosts)]),
-                    BodySizeRule(limits.max_body_bytes),
-                ],
-            ),
+            Middleware(RequestIdMiddleware),
+            Middleware(HttpMetricsMiddleware, metrics=metrics),
+            Middleware(SecurityHeaders),
+            # past the in-flight cap a 503 before any other work (/healthz never refused)
+            Middleware(InFlightLimit, max_in_flight=config.max_requests_in_flight),
+            *([] if hosts is None else [Middleware(HostAllowList, allowed=hosts)]),
+            Middleware(BodySizeLimit, max_bytes=limits.max_body_bytes),
             # /graphql is not behind this: the pipeline applies `access` per operation.
             *(
                 [Middleware(AccessMiddleware, access=access, paths=guarded)]

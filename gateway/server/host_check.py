@@ -16,13 +16,13 @@ rule here is the same (exact names, `*.example.com` wildcards, `*` for any).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from .codes import GatewayCode
 from .errors import send_error, simple_error
-from .gate import PASS, ASGIApp, BaseRule, Refusal, RequestGate, Scope, Send
 
 LOOPBACK_HOSTS: tuple[str, ...] = ("localhost", "127.0.0.1", "[::1]")
 MISDIRECTED_REQUEST = GatewayCode.MISDIRECTED_REQUEST
@@ -43,13 +43,11 @@ def host_name(header: str) -> str | None:
     return name.rstrip(".") if name != "." else None
 
 
-class HostRule(BaseRule):
-    """Serve only requests whose Host is in `allowed` (see the module doc); a rule of
-    `RequestGate`, for HTTP requests and WebSockets."""
+class HostAllowList:
+    """ASGI middleware: serve only requests whose Host is in `allowed` (see module doc)."""
 
-    scope_types = frozenset({"http", "websocket"})
-
-    def __init__(self, allowed: Sequence[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
+        self.app = app
         self.allow_any = "*" in allowed
         self.exact = {h.lower().rstrip(".") for h in allowed if not h.startswith("*")}
         self.suffixes = tuple(h.lower()[1:] for h in allowed if h.startswith("*."))
@@ -62,19 +60,18 @@ class HostRule(BaseRule):
             return False
         return name in self.exact or name.endswith(self.suffixes)
 
-    def enter(self, scope: Scope) -> object:
-        if self.allow_any:
-            return PASS
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self.allow_any:
+            await self.app(scope, receive, send)
+            return
         header = None
         for name, value in scope.get("headers", ()):
             if name == b"host":
                 header = value.decode("latin-1")
                 break
         if self.allows(header):
-            return PASS
-        return Refusal(functools.partial(self._refuse, scope, header))
-
-    async def _refuse(self, scope: Scope, header: str | None, send: Send) -> None:
+            await self.app(scope, receive, send)
+            return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -86,14 +83,3 @@ class HostRule(BaseRule):
             "to serve another name on purpose, start it with --allowed-host NAME"
         )
         await send_error(scope, send, 421, simple_error(MISDIRECTED_REQUEST, message))
-
-
-class HostAllowList(RequestGate):
-    """The host allow-list alone as a middleware (`create_app` runs the rule in its gate)."""
-
-    def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
-        self.rule = HostRule(allowed)
-        super().__init__(app, [self.rule])
-
-    def allows(self, header: str | None) -> bool:
-        return self.rule.allows(header)

@@ -16,44 +16,55 @@ cap, their subscriptions by the subscription limits).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .codes import GatewayCode
 from .errors import send_error, simple_error
-from .gate import PASS, ASGIApp, BaseRule, Message, Refusal, RequestGate, Scope, Send
 
 RETRY_AFTER_SECONDS = 1
 EXEMPT_PATHS = ("/healthz",)
 _EVENT_STREAM = b"text/event-stream"
 
 
-class InFlightRule(BaseRule):
-    """Refuse HTTP requests past `max_in_flight` being worked on (a rule of `RequestGate`)."""
+class InFlightLimit:
+    """ASGI middleware: refuse HTTP requests past `max_in_flight` being worked on."""
 
-    def __init__(self, max_in_flight: int, exempt: Collection[str] = EXEMPT_PATHS) -> None:
+    def __init__(
+        self, app: ASGIApp, max_in_flight: int, exempt: Collection[str] = EXEMPT_PATHS
+    ) -> None:
+        self.app = app
         self.max_in_flight = max_in_flight
         self.exempt = frozenset(exempt)
         self.in_flight = 0
         """Requests admitted and not yet answered (this app's, in this process)."""
 
-    def enter(self, scope: Scope) -> object:
-        if scope.get("path") in self.exempt:
-            return PASS
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in self.exempt:
+            await self.app(scope, receive, send)
+            return
         if self.in_flight >= self.max_in_flight:
-            return Refusal(functools.partial(self._refuse, scope))
+            await self._refuse(scope, send)
+            return
         self.in_flight += 1  # no await between the check and this: one loop, no race
-        return [True]  # held
+        held = True
 
-    def start(self, state: list[bool], message: Message) -> object:
-        if _is_event_stream(message):
-            self.leave(state, None)
-        return None
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.in_flight -= 1
 
-    def leave(self, state: list[bool], status: int | None) -> None:
-        if state[0]:
-            state[0] = False
-            self.in_flight -= 1
+        async def watching_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and _is_event_stream(message):
+                release()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watching_send)
+        finally:
+            release()
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         message = (
@@ -69,16 +80,6 @@ class InFlightRule(BaseRule):
         )
 
 
-class InFlightLimit(RequestGate):
-    """The in-flight cap alone as a middleware (`create_app` runs the rule in its gate)."""
-
-    def __init__(
-        self, app: ASGIApp, max_in_flight: int, exempt: Collection[str] = EXEMPT_PATHS
-    ) -> None:
-        self.rule = InFlightRule(max_in_flight, exempt)
-        super().__init__(app, [self.rule])
-
-
 def _is_event_stream(message: Message) -> bool:
     for name, value in message.get("headers", ()):
         if name.lower() == b"content-type":
@@ -86,4 +87,4 @@ def _is_event_stream(message: Message) -> bool:
     return False
 
 
-__all__ = ["EXEMPT_PATHS", "RETRY_AFTER_SECONDS", "InFlightLimit", "InFlightRule"]
+__all__ = ["EXEMPT_PATHS", "RETRY_AFTER_SECONDS", "InFlightLimit"]

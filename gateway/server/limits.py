@@ -31,10 +31,9 @@ deeper than the depth limit allows is read through
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
-from typing import Any
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.extensions import SchemaExtension
 
 from .config import (
@@ -50,7 +49,6 @@ from .config import (
     Limits,
 )
 from .errors import PAYLOAD_TOO_LARGE, send_error, simple_error
-from .gate import Answer, ASGIApp, BaseRule, Message, Refusal, RequestGate, Scope, Send
 from .preparation import DocumentPreparer, Prepared
 
 
@@ -92,25 +90,30 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_OPERATION_TIMEOUT",
     "BodySizeLimit",
-    "BodySizeRule",
     "Limits",
     "prepared_documents",
 ]
 
 
-class BodySizeRule(BaseRule):
-    """Refuse request bodies over `max_bytes` with 413 (a rule of `RequestGate`).
+class BodyTooLarge(Exception):
+    """Raised from the wrapped `receive` when a streamed body passes the limit."""
+
+
+class BodySizeLimit:
+    """ASGI middleware: refuse request bodies over `max_bytes` with 413.
 
     A declared Content-Length over the limit is refused before anything is read;
     a body streamed without one (chunked) is counted as it arrives.
     """
 
-    watches_body = True
-
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
         self.max_bytes = max_bytes
 
-    def enter(self, scope: Scope) -> object:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -118,14 +121,31 @@ class BodySizeRule(BaseRule):
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    return Refusal(functools.partial(self._refuse, scope))
-        return [0, scope]  # bytes seen, the request
+                    await self._refuse(scope, send)
+                    return
+        seen = 0
+        started = False
 
-    def received(self, state: list[Any], message: Message) -> Answer | None:
-        state[0] += len(message.get("body", b""))
-        if state[0] > self.max_bytes:
-            return functools.partial(self._refuse, state[1])
-        return None
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._refuse(scope, send)
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         message = f"request body is larger than the limit of {self.max_bytes} bytes"
@@ -133,11 +153,3 @@ class BodySizeRule(BaseRule):
         await send_error(
             scope, send, 413, simple_error(PAYLOAD_TOO_LARGE, message), {"Connection": "close"}
         )
-
-
-class BodySizeLimit(RequestGate):
-    """The body-size limit alone as a middleware (`create_app` runs the rule in its gate)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        super().__init__(app, [BodySizeRule(max_bytes)])

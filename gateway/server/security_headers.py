@@ -16,7 +16,7 @@ import base64
 import hashlib
 import re
 
-from .gate import HOLD, ASGIApp, BaseRule, Message, RequestGate
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COMMON_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-content-type-options", b"nosniff"),
@@ -61,24 +61,43 @@ def _is_html(headers: list[tuple[bytes, bytes]]) -> bool:
     return False
 
 
-class SecurityHeadersRule(BaseRule):
-    """The headers above as a rule of `RequestGate` (HTML bodies are held to hash them)."""
-
-    def start(self, state: object, message: Message) -> object:
-        headers = message["headers"]
-        html = _is_html(headers)
-        headers += COMMON_HEADERS
-        return HOLD if html else None
-
-    def complete(self, state: object, start: Message, body: bytes) -> None:
-        start["headers"] += [
-            (b"content-security-policy", content_security_policy(body).encode()),
-            (b"x-frame-options", b"DENY"),
-        ]
-
-
-class SecurityHeaders(RequestGate):
-    """The security headers alone as a middleware (`create_app` runs the rule in its gate)."""
+class SecurityHeaders:
+    """ASGI middleware adding the headers above (HTML bodies are buffered to hash them)."""
 
     def __init__(self, app: ASGIApp) -> None:
-        super().__init__(app, [SecurityHeadersRule()])
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                html = _is_html(headers)
+                headers += COMMON_HEADERS
+                if not html:
+                    await send({**message, "headers": headers})
+                    return
+                start = {**message, "headers": headers}
+                return
+            if start is None or message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            page = b"".join(chunks)
+            headers = [
+                *start["headers"],
+                (b"content-security-policy", content_security_policy(page).encode()),
+                (b"x-frame-options", b"DENY"),
+            ]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": page})
+
+        await self.app(scope, receive, guarded_send)
