@@ -240,6 +240,10 @@ class GatewayMetrics:
             registry=r,
             buckets=buckets,
         )
+        self._http_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        """The labelled children per (route, status) as answered: `labels()` takes a lock
+        and checks its arguments, about 5 us a call, twice per request. Never removed
+        (unlike operation names' series), so a child once made stays the live one."""
 
         self.subscriptions_active = Gauge(
             "graphql_subscriptions_active",
@@ -366,8 +370,16 @@ class GatewayMetrics:
 
     def record_http_request(self, path: str, status: int, duration_seconds: float) -> None:
         route = self.route_label(path)
-        self.http_requests.labels(route, self.status_label(status)).inc()
-        self.http_duration.labels(route).observe(max(0.0, duration_seconds))
+        key = (route, self.status_label(status))
+        children = self._http_children.get(key)
+        if children is None:  # bounded: routes and status labels are fixed sets
+            children = (
+                self.http_requests.labels(*key),
+                self.http_duration.labels(route),
+            )
+            self._http_children[key] = children
+        children[0].inc()
+        children[1].observe(max(0.0, duration_seconds))
 
     # -- reading ----------------------------------------------------------------
 

@@ -54,6 +54,13 @@ def content_security_policy(page: bytes) -> str:
     )
 
 
+def _is_html(headers: list[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:
+        if name.lower() == b"content-type" and value.lower().startswith(b"text/html"):
+            return True
+    return False
+
+
 class SecurityHeaders:
     """ASGI middleware adding the headers above (HTML bodies are buffered to hash them)."""
 
@@ -70,11 +77,10 @@ class SecurityHeaders:
         async def guarded_send(message: Message) -> None:
             nonlocal start
             if message["type"] == "http.response.start":
-                headers = [*message.get("headers", ()), *COMMON_HEADERS]
-                if not any(
-                    k.lower() == b"content-type" and v.lower().startswith(b"text/html")
-                    for k, v in headers
-                ):
+                headers = list(message.get("headers", ()))
+                html = _is_html(headers)
+                headers += COMMON_HEADERS
+                if not html:
                     await send({**message, "headers": headers})
                     return
                 start = {**message, "headers": headers}
