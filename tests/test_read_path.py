@@ -457,3 +457,34 @@ async def test_a_page_reads_payloads_only_when_data_is_selected(
         assert len(nodes) == 5
         if wanted:
             assert [n["data"] for n in nodes] == [{"n": s} for s in range(5)]
+
+
+async def test_each_engine_reads_what_sqlalchemy_reads_through_its_read_conn(
+    db: SqlPersistence,
+) -> None:
+    """On both engines the read path's connection (stdlib `sqlite3` / the asyncpg
+    adapter's DBAPI cursor with SQL compiled once) reads SQLAlchemy's rows, IN lists
+    and scoped clauses included, on first and later uses of a statement."""
+    from gateway.persistence.derived import _SELECT_SESSIONS_IN
+    from gateway.persistence.readers import PgReadConn, SqliteReadConn
+
+    await _seed(db, n=5, events=2)
+    where = ScopeFilter(cwd_prefixes=("/w/1", "/w/3"), ids=("s0",))
+    page = _FIRST_PAGE.where(_filter_clause(where, db.engine.dialect.name, paging=True))
+    kinds: list[type] = []
+    for _ in range(3):
+        for statement, params in (
+            (page, {"limit": 10}),
+            (_SELECT_SESSIONS_IN, {"ids": ["s4", "s1", "nope"]}),
+            (_SELECT_TOKEN, {"tid": "none"}),
+        ):
+            async with db.engine.connect() as conn:
+                expected = sorted(tuple(r) for r in (await conn.execute(statement, params)).all())
+
+            def read(c: Any, statement: Any = statement, params: Any = params) -> Any:
+                kinds.append(type(c))
+                return c.rows(statement, params)
+
+            got = sorted(tuple(r) for r in await db._read(read))
+            assert got == expected
+    assert set(kinds) == {PgReadConn if db.engine.dialect.name == "postgresql" else SqliteReadConn}
