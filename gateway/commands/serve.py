@@ -683,6 +683,9 @@ async def serve(
                 ),
                 flush=True,
             )
+        from gateway.server.collector import tune_for_serving
+
+        tune_for_serving()  # the start-up heap frozen, fewer young collections: why there
         # past the cap a connection is refused as it is accepted (no descriptor kept)
         await server.serve(sockets=[gated_listener(sock, protocol.gate)])
         started = server.started
