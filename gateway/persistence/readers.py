@@ -14,9 +14,13 @@ runs whole in one go:
   positionally (`?`); rows are the driver's tuples, no result processing.
 - PostgreSQL, and SQLite without a file (`:memory:`, `file:` URIs, whose
   connections the SQLAlchemy pool must share): the same function in one
-  `AsyncConnection.run_sync` call, i.e. SQLAlchemy's sync facade over asyncpg
-  inside one greenlet. One transaction and one greenlet entry per question, but
-  still one round trip per statement: a question of several statements (the
+  `AsyncConnection.run_sync` call, inside one greenlet. On PostgreSQL its
+  statements skip SQLAlchemy's execution (`PgReadConn`: SQL compiled once per
+  statement, `SqlTexts`, run on the asyncpg adapter's DBAPI cursor, which still
+  opens the transaction the engine configured and keeps asyncpg's prepared
+  statements); without a file they run through the sync facade (`SaReadConn`).
+  One transaction and one greenlet entry per question, but still one round
+  trip per statement: a question of several statements (the
   stored extents, then the page, then the index check) needs each answer to
   build the next, so it cannot be one asyncpg round trip without moving the
   checks into SQL; and asyncpg prepared statements on a pool of their own would
