@@ -25,12 +25,14 @@ Awaiting a shared answer is shielded from any one asker's cancellation
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+F = TypeVar("F", bound=Callable[..., Any])
 
 BatchFn = Callable[[Sequence[K]], Awaitable[Mapping[K, V]]]
 """A batched question: the answer of each key it holds (a key left out has none)."""
@@ -68,8 +70,33 @@ class Lifetime:
         """Cancel every task still running, and forget every memoised answer."""
         for task in list(self._tasks):
             task.cancel()
-        for forget in self._forget:
+        forgets, self._forget = self._forget, []  # (they hold their tables: no cycle left)
+        for forget in forgets:
             forget()
+
+
+def weakly(fn: F) -> F:
+    """`fn`, holding its object weakly when it is a bound method.
+
+    The parts of an observation keep their questions (`Once`, `PerKey`) and a
+    question keeps the bound method that answers it: a reference cycle per part,
+    which made each request's observation garbage that only the cyclic collector
+    frees (under load a large share of the server's CPU). The object is the
+    observation's part, alive as long as the observation; a question asked after
+    its object is gone raises ReferenceError."""
+    owner = getattr(fn, "__self__", None)
+    func = getattr(fn, "__func__", None)
+    if owner is None or func is None:
+        return fn
+    ref = weakref.ref(owner)
+
+    def call(*args: Any) -> Any:
+        alive = ref()
+        if alive is None:
+            raise ReferenceError(f"{func.__qualname__}: its object is gone")
+        return func(alive, *args)
+
+    return cast(F, call)
 
 
 class Once(Generic[T]):
@@ -79,7 +106,7 @@ class Once(Generic[T]):
 
     def __init__(self, lifetime: Lifetime, make: Callable[[], Awaitable[T]]) -> None:
         self._lifetime = lifetime
-        self._make = make
+        self._make = weakly(make)
         self._fut: asyncio.Future[T] | None = None
 
     def _forget(self) -> None:
@@ -107,7 +134,7 @@ class PerKey(Generic[K, V]):
 
     def __init__(self, lifetime: Lifetime, make: Callable[[K], Awaitable[V]]) -> None:
         self._lifetime = lifetime
-        self._make = make
+        self._make = weakly(make)
         self._memo: dict[K, asyncio.Future[V]] = {}
 
     async def get(self, key: K) -> V:
