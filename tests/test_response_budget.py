@@ -323,9 +323,11 @@ def test_writing_a_large_answer_yields_to_the_loop_and_stops_at_the_timeout() ->
 
 
 def test_an_answer_still_running_at_the_timeout_is_504(serve: Any) -> None:
-    base = serve(operation_timeout=0.5)
+    """30 pages of ~500 events, each its own read (another `first`): several seconds of
+    reading, completing and writing, stopped at the 0.1 s timeout."""
+    base = serve(operation_timeout=0.1)
     aliases = " ".join(
-        f'a{i}: events(sessionId: "big", first: 500) {{ nodes {{ seq type time data }} }}'
+        f'a{i}: events(sessionId: "big", first: {500 - i}) {{ nodes {{ seq type time data }} }}'
         for i in range(30)
     )
     started = time.monotonic()
