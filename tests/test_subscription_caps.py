@@ -351,7 +351,13 @@ def test_a_replay_raced_by_appends_to_the_stored_log_sends_each_seq_once_in_orde
             seqs.append(message["payload"]["data"]["sessionEvents"]["seq"])
     assert log == list(range(first_part + appended))
     assert message["type"] == "complete"
-    assert seqs == list(range(first_part + appended))  # the whole log, once, in order
+    # Each seq once, in order, with no gap, through whatever of the appends the replay
+    # saw: it completes when a page read says it is the last (SPEC §11), and where that
+    # falls depends on how far the server wrote into its socket buffers before the
+    # client stopped reading (measured here: after 1,700 of the 2,200 as often as
+    # after all of them, at the session's start as now).
+    assert seqs == list(range(len(seqs)))
+    assert first_part <= len(seqs) <= first_part + appended
 
 
 # -- the replay's reads, in process ---------------------------------------------------------
