@@ -173,7 +173,8 @@ class SqlBase:
         Raises what `list()` would (driver errors, SchemaVersionError) without
         reading any session.
         """
-        await self._read(lambda conn: conn.scalar(_PING))
+        # a point read: answered on the loop, not queued behind busy reader threads
+        await self._read(lambda conn: conn.scalar(_PING), inline=True)
 
     async def probe_integrity(self) -> str | None:
         """A readiness probe of the stored data, bounded in cost: None when it passes, else
