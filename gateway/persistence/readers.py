@@ -566,22 +566,16 @@ class SqliteSnapshot:
         try:
             conn = self._conn
             if conn is None:
-                conn = self._readers.take_idle()
-                if conn is None:
+                idle = self._readers.take_idle()
+                if idle is None:
                     return False, None
-                try:
-                    conn.execute("BEGIN")
-                except BaseException:
-                    self._readers.release(conn, broken=True)
-                    raise
-                self._conn = conn
+                conn = self._begin(idle)
             try:
                 result = run_inline(conn, fn)
             except _TooLong:
                 return False, None
             except sqlite3.Error:
-                self._conn = None  # a failed connection is not read again
-                self._readers.release(conn, broken=True)
+                self._drop_failed(conn)
                 raise
             self._readers.inline += 1
             return True, result
@@ -592,19 +586,27 @@ class SqliteSnapshot:
         with self._lock:
             conn = self._conn
             if conn is None:
-                conn = self._readers.acquire()
-                try:
-                    conn.execute("BEGIN")
-                except BaseException:
-                    self._readers.release(conn, broken=True)
-                    raise
-                self._conn = conn
+                conn = self._begin(self._readers.acquire())
             try:
                 return fn(SqliteReadConn(conn))
             except sqlite3.Error:
-                self._conn = None  # a failed connection is not read again
-                self._readers.release(conn, broken=True)
+                self._drop_failed(conn)
                 raise
+
+    def _begin(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        """Open the snapshot on `conn` (lock held): BEGIN, then keep it."""
+        try:
+            conn.execute("BEGIN")
+        except BaseException:
+            self._readers.release(conn, broken=True)
+            raise
+        self._conn = conn
+        return conn
+
+    def _drop_failed(self, conn: sqlite3.Connection) -> None:
+        """A failed connection is not read again (lock held)."""
+        self._conn = None
+        self._readers.release(conn, broken=True)
 
     def _release(self) -> None:
         with self._lock:
