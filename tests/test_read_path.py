@@ -462,11 +462,12 @@ async def test_a_page_reads_payloads_only_when_data_is_selected(
 async def test_each_engine_reads_what_sqlalchemy_reads_through_its_read_conn(
     db: SqlPersistence,
 ) -> None:
-    """On both engines the read path's connection (stdlib `sqlite3` / the asyncpg
-    adapter's DBAPI cursor with SQL compiled once) reads SQLAlchemy's rows, IN lists
-    and scoped clauses included, on first and later uses of a statement."""
+    """On both engines the read path's connection (stdlib `sqlite3` / raw asyncpg, with
+    SQL compiled once) reads SQLAlchemy's rows, IN lists and scoped clauses included, on
+    first and later uses of a statement."""
     from gateway.persistence.derived import _SELECT_SESSIONS_IN
-    from gateway.persistence.readers import PgReadConn, SqliteReadConn
+    from gateway.persistence.pg_readers import AsyncpgReadConn
+    from gateway.persistence.readers import SqliteReadConn
 
     await _seed(db, n=5, events=2)
     where = ScopeFilter(cwd_prefixes=("/w/1", "/w/3"), ids=("s0",))
@@ -487,4 +488,4 @@ async def test_each_engine_reads_what_sqlalchemy_reads_through_its_read_conn(
 
             got = sorted(tuple(r) for r in await db._read(read))
             assert got == expected
-    assert set(kinds) == {PgReadConn if db.engine.dialect.name == "postgresql" else SqliteReadConn}
+    assert set(kinds) == {AsyncpgReadConn if db.engine.dialect.name == "postgresql" else SqliteReadConn}

@@ -3,7 +3,8 @@
 The reads (`reads.py` and the read modules) and writes (`writes.py`) of
 `SqlPersistence` build on it: every read question is one synchronous function
 run by `_read` in one hop (`gateway.persistence.readers`: stdlib `sqlite3` on a
-SQLite file, SQLAlchemy's sync facade in one `run_sync` otherwise), in one read
+SQLite file, raw asyncpg on PostgreSQL (`pg_readers`), SQLAlchemy's sync facade in
+one `run_sync` for SQLite without a file), in one read
 transaction (REPEATABLE READ READ ONLY on PostgreSQL, SQLite's snapshot), or in
 the snapshot of the observation it serves (`read_snapshot`); every write is one
 locking transaction through the async engine (SQLAlchemy stays for the schema,
@@ -35,19 +36,19 @@ from .engine import (
     display_url,
     is_sqlite,
     normalize_url,
+    pg_connect_args,
+    pool_timeout,
     sqlite_file,
     write_options,
 )
 from .errors import StoredDataError, describe_failure
 from .integrity import StoredExtent, check_run, is_corruption
 from .migrations import SchemaState, ensure_schema
+from .pg_readers import PgReaders, PgSnapshot
 from .readers import (
-    PG_SNAPSHOTS,
-    PgSnapshot,
     ReadConn,
     ReadFn,
     ReadSnapshot,
-    Slots,
     SqliteReaders,
     SqliteSnapshot,
     run_sa_read,
@@ -126,7 +127,14 @@ class SqlBase:
                     "PRAGMA query_only=ON",
                 ),
             )
-        self._pg_slots = Slots(PG_SNAPSHOTS)
+        self._pg_readers: PgReaders | None = None
+        if not self.is_sqlite:
+            self._pg_readers = PgReaders(
+                self.url,
+                self._engine.dialect,
+                pg_connect_args(connect_timeout, statement_timeout),
+                acquire_timeout=pool_timeout(connect_timeout, statement_timeout),
+            )
         self._snapshot: ReadSnapshot | None = None
         """The observation's snapshot the reads of this object go through (a view made
         by `read_snapshot`), or None: each read question in its own transaction."""
@@ -259,6 +267,8 @@ class SqlBase:
         """Close every pooled connection (the object can be used again afterwards)."""
         if self._readers is not None:
             self._readers.close()
+        if self._pg_readers is not None:
+            await self._pg_readers.close()
         await self._engine.dispose()
 
     async def __aenter__(self) -> SqlBase:
@@ -279,6 +289,8 @@ class SqlBase:
             return await self._snapshot.read(fn, inline=inline)
         if self._readers is not None:
             return await self._readers.read(fn, inline=inline)
+        if self._pg_readers is not None:
+            return await self._pg_readers.read(fn)
         return await run_sa_read(self._read_engine, fn)
 
     @property
@@ -293,8 +305,8 @@ class SqlBase:
         snapshot: ReadSnapshot
         if self._readers is not None:
             snapshot = SqliteSnapshot(self._readers)
-        elif not self.is_sqlite:
-            snapshot = PgSnapshot(self._read_engine, self._pg_slots)
+        elif self._pg_readers is not None:
+            snapshot = PgSnapshot(self._pg_readers)
         else:
             return None
         # copy.copy's shallow copy, without its reduce protocol (a few us per request)

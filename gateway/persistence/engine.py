@@ -225,21 +225,32 @@ def _sqlite_engine(url: URL, *, busy_timeout: float, echo: bool) -> AsyncEngine:
     return engine
 
 
-def _postgres_engine(
-    url: URL, *, connect_timeout: float, statement_timeout: float | None, echo: bool
-) -> AsyncEngine:
+def pg_connect_args(connect_timeout: float, statement_timeout: float | None) -> dict[str, Any]:
+    """`asyncpg.connect`'s arguments for the gateway's connections (the engine's and the
+    read pool's, `gateway.persistence.pg_readers`)."""
     server_settings = {"application_name": "session-gateway"}
     connect_args: dict[str, Any] = {"timeout": connect_timeout, "server_settings": server_settings}
     if statement_timeout is not None:
         server_settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
         # The client-side timeout also covers a server that stops answering mid-statement.
         connect_args["command_timeout"] = statement_timeout + connect_timeout
+    return connect_args
+
+
+def pool_timeout(connect_timeout: float, statement_timeout: float | None) -> float:
+    """Seconds to wait for a pooled connection: one connect and one statement."""
+    return connect_timeout + (statement_timeout or 0.0)
+
+
+def _postgres_engine(
+    url: URL, *, connect_timeout: float, statement_timeout: float | None, echo: bool
+) -> AsyncEngine:
     return create_async_engine(
         url,
         echo=echo,
-        connect_args=connect_args,
+        connect_args=pg_connect_args(connect_timeout, statement_timeout),
         pool_pre_ping=True,
-        pool_timeout=connect_timeout + (statement_timeout or 0.0),
+        pool_timeout=pool_timeout(connect_timeout, statement_timeout),
         json_serializer=dumps_json,
     )
 

@@ -12,19 +12,11 @@ runs whole in one go:
   strings on first use (cached by statement object for the module's fixed
   statements, by SQLAlchemy's cache key for the ones built per call) and bound
   positionally (`?`); rows are the driver's tuples, no result processing.
-- PostgreSQL, and SQLite without a file (`:memory:`, `file:` URIs, whose
-  connections the SQLAlchemy pool must share): the same function in one
-  `AsyncConnection.run_sync` call, inside one greenlet. On PostgreSQL its
-  statements skip SQLAlchemy's execution (`PgReadConn`: SQL compiled once per
-  statement, `SqlTexts`, run on the asyncpg adapter's DBAPI cursor, which still
-  opens the transaction the engine configured and keeps asyncpg's prepared
-  statements); without a file they run through the sync facade (`SaReadConn`).
-  One transaction and one greenlet entry per question, but still one round
-  trip per statement: a question of several statements (the
-  stored extents, then the page, then the index check) needs each answer to
-  build the next, so it cannot be one asyncpg round trip without moving the
-  checks into SQL; and asyncpg prepared statements on a pool of their own would
-  duplicate the timeouts, pre-ping and recovery the SQLAlchemy pool gives.
+- PostgreSQL: on raw asyncpg, each statement one round trip, in one greenlet per
+  question (`gateway.persistence.pg_readers`, whose docstring says why).
+- SQLite without a file (`:memory:`, `file:` URIs, whose connections the
+  SQLAlchemy pool must share): the same function in one
+  `AsyncConnection.run_sync` call, through the sync facade (`SaReadConn`).
 
 A small question runs on the event loop instead (`inline=True`, SQLite only): a
 point lookup (a header by id, a token by hash) takes ~15 us of SQLite, less than
@@ -44,8 +36,8 @@ in a thread) sends the question to a thread as before.
 One observation (one request) reads through one snapshot where the engine
 allows it (`SqliteSnapshot`, `PgSnapshot`): the first read opens a transaction
 on a connection the snapshot keeps (SQLite: `BEGIN`, a WAL snapshot from the
-first SELECT; PostgreSQL: REPEATABLE READ READ ONLY) and every later read of the
-observation runs in it, so nested fields see one state. The observation's
+first SELECT; PostgreSQL: REPEATABLE READ READ ONLY, `pg_readers.PgSnapshot`) and
+every later read of the observation runs in it, so nested fields see one state. The observation's
 `close()` releases it; so does `SNAPSHOT_IDLE` seconds without a read (a
 subscription's observation lives on while its subscriber waits: it must not
 pin a connection; a read after that opens a new snapshot).
@@ -63,7 +55,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import Compiled
 from sqlalchemy.util import LRUCache
@@ -197,7 +189,8 @@ def sqlite_sql(statement: ClauseElement, params: Mapping[str, Any]) -> tuple[str
     return _SQLITE.sql(statement, params)
 
 
-def _pg_texts(dialect: Any) -> SqlTexts:
+def pg_texts(dialect: Any) -> SqlTexts:
+    """The `SqlTexts` of a PostgreSQL dialect object (an engine's)."""
     texts = _PG_TEXTS.get(id(dialect))
     if texts is None or texts.dialect is not dialect:
         texts = _PG_TEXTS[id(dialect)] = SqlTexts(dialect)
@@ -324,7 +317,7 @@ def run_inline(conn: sqlite3.Connection, fn: ReadFn[T]) -> T:
 
 class SaReadConn:
     """A `ReadConn` over SQLAlchemy's sync facade (inside `AsyncConnection.run_sync`):
-    SQLite without a file. PostgreSQL's is `PgReadConn`."""
+    SQLite without a file. PostgreSQL's is `pg_readers.AsyncpgReadConn`."""
 
     __slots__ = ("_conn", "dialect")
 
@@ -345,52 +338,9 @@ class SaReadConn:
         return None
 
 
-class PgReadConn:
-    """A `ReadConn` on PostgreSQL: the statement's SQL text (compiled once, `SqlTexts`)
-    through the DBAPI cursor of SQLAlchemy's asyncpg adapter, inside `run_sync`.
-
-    The adapter still opens the connection's transaction as the engine configured it
-    (REPEATABLE READ READ ONLY) and keeps asyncpg's prepared statements; what is left
-    out is SQLAlchemy's per-execute work (the statement's cache key, its execution
-    context, result metadata and row objects), about two thirds of a point read's CPU.
-    The read path selects only columns that need no result processing (text,
-    integers, booleans; JSON as text), so the driver's rows are the answer."""
-
-    __slots__ = ("_dbapi", "_texts")
-    dialect = "postgresql"
-
-    def __init__(self, conn: Connection) -> None:
-        self._dbapi = conn.connection.dbapi_connection
-        self._texts = _pg_texts(conn.dialect)
-
-    def _execute(self, statement: ClauseElement, params: Mapping[str, Any] | None) -> Any:
-        sql, args = self._texts.sql(statement, params or {})
-        assert self._dbapi is not None
-        cursor = self._dbapi.cursor()
-        cursor.execute(sql, args)
-        return cursor
-
-    def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
-        cursor = self._execute(statement, params)
-        try:
-            return list(cursor.fetchall())
-        finally:
-            cursor.close()
-
-    def scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any:
-        rows = self.rows(statement, params)
-        return rows[0][0] if rows else None
-
-    def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
-        self._execute(statement, params).close()
-
-    def spend(self, nbytes: int) -> None:
-        return None
-
-
 def sa_read_conn(conn: Connection) -> ReadConn:
-    """The `ReadConn` of a sync SQLAlchemy connection (module docstring)."""
-    return PgReadConn(conn) if conn.dialect.name == "postgresql" else SaReadConn(conn)
+    """The `ReadConn` of a sync SQLAlchemy connection (SQLite without a file)."""
+    return SaReadConn(conn)
 
 
 # -- SQLite: the reader pool ---------------------------------------------------------
@@ -654,92 +604,6 @@ class SqliteSnapshot:
         self._give_slot()
         if self._conn is not None:
             self._hand_back()
-
-
-class PgSnapshot:
-    """One REPEATABLE READ READ ONLY transaction for the reads of one observation."""
-
-    def __init__(self, engine: AsyncEngine, slots: Slots) -> None:
-        self._engine = engine
-        self._slots = slots
-        self._slot = False
-        self._conn: AsyncConnection | None = None
-        self._lock = asyncio.Lock()
-        self._idle_timer: asyncio.TimerHandle | None = None
-        self._closed = False
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
-        """`fn` in the snapshot (`inline` is SQLite's: every read here is a round trip)."""
-        if not self._slot and not self._closed:
-            self._slot = self._slots.take()
-        if self._closed or not self._slot:
-            return await run_sa_read(self._engine, fn)
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-        async with self._lock:
-            try:
-                conn = self._conn
-                if conn is None:
-                    conn = await self._engine.connect()
-                    self._conn = conn
-                    await conn.begin()
-                return await conn.run_sync(lambda sync: fn(sa_read_conn(sync)))
-            except BaseException:
-                self._drop()  # a failed transaction (or a cancelled call) is done
-                raise
-            finally:
-                if not self._closed and self._slot:
-                    loop = asyncio.get_running_loop()
-                    self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self.release)
-
-    def _spawn(self, coro: Any) -> None:
-        try:
-            task = asyncio.get_running_loop().create_task(coro)
-        except RuntimeError:  # pragma: no cover - no loop: the pool reclaims it
-            coro.close()
-            return
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _drop(self) -> None:
-        """Give the connection back (rolled back) and the slot."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            self._spawn(_close_connection(conn))
-        if self._slot:
-            self._slot = False
-            self._slots.give()
-
-    def release(self) -> None:
-        """Give the connection back (a later read opens a new snapshot)."""
-        self._idle_timer = None
-        if not self._lock.locked():
-            self._drop()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-        if not self._lock.locked():
-            self._drop()
-        else:  # a read is running (a cancelled one finishes first): drop after it
-            self._spawn(self._drop_after_read())
-
-    async def _drop_after_read(self) -> None:
-        async with self._lock:
-            self._drop()
-
-
-async def _close_connection(conn: AsyncConnection) -> None:
-    try:
-        await conn.close()  # rolls the read transaction back
-    except Exception:  # pragma: no cover - a broken connection: the pool drops it
-        await conn.invalidate()
 
 
 async def run_sa_read(engine: AsyncEngine, fn: ReadFn[T]) -> T:
