@@ -488,4 +488,6 @@ async def test_each_engine_reads_what_sqlalchemy_reads_through_its_read_conn(
 
             got = sorted(tuple(r) for r in await db._read(read))
             assert got == expected
-    assert set(kinds) == {AsyncpgReadConn if db.engine.dialect.name == "postgresql" else SqliteReadConn}
+    assert set(kinds) == {
+        AsyncpgReadConn if db.engine.dialect.name == "postgresql" else SqliteReadConn
+    }
