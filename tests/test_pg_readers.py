@@ -12,7 +12,7 @@ import pytest
 
 from gateway.core import SessionHeader
 from gateway.persistence import SqlPersistence, migrate
-from gateway.persistence.pg_readers import BEGIN, PG_READERS
+from gateway.persistence.pg_readers import BEGIN, PG_READERS, RENEW
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres
@@ -23,12 +23,14 @@ def _dsn(url: str) -> str:
 
 
 async def _gateway_backends(url: str) -> list[Any]:
-    """(pid, state, query) of the read pool's and engine's server processes."""
+    """(pid, state, query, holds a snapshot, holds an xid) of the gateway's server
+    processes on this database."""
     admin = await asyncpg.connect(_dsn(url))
     try:
         return list(
             await admin.fetch(
-                "SELECT pid, state, query FROM pg_stat_activity "
+                "SELECT pid, state, query, backend_xmin IS NOT NULL AS snapshot, "
+                "backend_xid IS NOT NULL AS xid FROM pg_stat_activity "
                 "WHERE application_name = 'session-gateway' AND datname = current_database()"
             )
         )
@@ -71,34 +73,58 @@ async def test_a_pooled_read_connection_killed_by_the_server_is_replaced_before_
         await db.close()
 
 
-async def test_read_transactions_end_when_their_snapshot_closes(postgres_url: str) -> None:
-    """No read connection stays idle in transaction after its snapshot closes, and the
-    pool never holds more than `PG_READERS` connections, however many snapshots ran."""
+async def test_an_idle_read_connection_holds_no_snapshot_and_close_ends_them(
+    postgres_url: str,
+) -> None:
+    """Given back, a read connection waits in a fresh transaction that has taken no
+    snapshot (nor a transaction id): it holds back no vacuum. The pool never holds
+    more than `PG_READERS` of them, however many snapshots ran; `close()` ends them."""
     db = await _stored(postgres_url)
     try:
 
         async def one() -> None:
             snapshot = db.read_snapshot()
             assert snapshot is not None
-            assert set(await snapshot.backend.load_headers(["s1"])) == {"s1"}  # type: ignore[attr-defined]
-            assert await snapshot.backend.count("s2") == 0  # type: ignore[attr-defined]
+            view: Any = snapshot.backend
+            assert set(await view.load_headers(["s1"])) == {"s1"}
+            assert await view.count("s2") == 0
             snapshot.close()
 
         await asyncio.gather(*(one() for _ in range(40)))
-        seen: list[Any] = []
-        for _ in range(50):  # the releases run in tasks of their own
+        reading: list[Any] = []
+        for _ in range(50):  # the connections are given back in tasks of their own
             await asyncio.sleep(0.05)
-            seen = await _gateway_backends(postgres_url)
-            if not any(row["state"] == "idle in transaction" for row in seen):
+            reading = [r for r in await _gateway_backends(postgres_url) if r["query"] == RENEW]
+            if reading and all(r["state"] == "idle in transaction" for r in reading):
                 break
-        assert not any(row["state"] == "idle in transaction" for row in seen), seen
-        reading = [row for row in seen if row["query"] in (BEGIN, "ROLLBACK")]
-        assert 0 < len(reading) <= PG_READERS, seen
+        assert 0 < len(reading) <= PG_READERS, reading
+        assert all(r["state"] == "idle in transaction" for r in reading), reading
+        assert not any(r["snapshot"] or r["xid"] for r in reading), reading
     finally:
         await db.close()
-    assert not [
-        row for row in await _gateway_backends(postgres_url) if row["query"] in (BEGIN, "ROLLBACK")
-    ]
+    left = [r for r in await _gateway_backends(postgres_url) if r["query"] in (BEGIN, RENEW)]
+    assert not left, left
+
+
+async def test_a_read_sees_what_was_committed_while_its_connection_was_idle(
+    postgres_url: str,
+) -> None:
+    """The idle connection's transaction began before the write; its snapshot is taken
+    by the first read that uses it, so that read sees the write."""
+    db = await _stored(postgres_url)
+    try:
+        for n in range(3, 8):
+            assert f"s{n}" not in await db.load_headers([f"s{n}"])
+            await asyncio.sleep(0.05)  # the connection is idle again, in a new transaction
+            await db.create(SessionHeader(f"s{n}", 1, cwd="/c"))
+            assert f"s{n}" in await db.load_headers([f"s{n}"])
+            snapshot = db.read_snapshot()
+            assert snapshot is not None
+            view: Any = snapshot.backend
+            assert f"s{n}" in await view.load_headers([f"s{n}"])
+            snapshot.close()
+    finally:
+        await db.close()
 
 
 async def test_a_snapshot_reads_one_state_while_a_write_lands(postgres_url: str) -> None:

@@ -3,16 +3,27 @@
 Through SQLAlchemy a persisted point read cost ~1.7 ms of CPU on PostgreSQL (in
 process; SQLite's inline read ~0.1 ms): the pool's checkout with its pre-ping
 (a round trip of its own), `AsyncConnection.run_sync`, the asyncpg adapter's
-cursor and transaction objects, and the connection's return. On asyncpg
-directly the same question, in the same REPEATABLE READ READ ONLY transaction,
-costs ~0.5 ms: BEGIN, the statement, ROLLBACK, nothing else. SQLAlchemy stays
-for the schema, migrations, writes and the token list; only the read questions
-(`readers.ReadFn`, the same synchronous functions SQLite runs) come here:
+cursor and transaction objects, BEGIN and ROLLBACK, each a round trip. Here a
+point read is its statement's one round trip, and the connection's return one
+more, after the answer. SQLAlchemy stays for the schema, migrations, writes and
+the token list; only the read questions (`readers.ReadFn`, the same synchronous
+functions SQLite runs) come here:
 
-- `PgReaders` keeps an `asyncpg` pool of its own (`PG_READERS` connections),
-  made on first read in the loop that reads, with the engine's connection
-  settings (`engine.pg_connect_args`: application name, statement timeout and
-  the client-side command and connect timeouts).
+- `PgReaders` keeps up to `PG_READERS` asyncpg connections of its own, opened on
+  demand in the loop that reads, with the engine's connection settings
+  (`engine.pg_connect_args`: application name, statement timeout, the
+  client-side command and connect timeouts). Not asyncpg's `Pool`: its release
+  resets the connection (`RESET ALL`, `UNLISTEN *`, ...: a round trip) and rolls
+  back any open transaction, where an idle connection here waits *in* a fresh
+  REPEATABLE READ READ ONLY transaction: its BEGIN sent with the previous
+  ROLLBACK in one round trip (`RENEW`, the simple query protocol takes both).
+  Such a transaction holds no snapshot and no lock until its first statement
+  (PostgreSQL takes a repeatable-read snapshot at the first statement, not at
+  BEGIN), so the request that takes the connection still observes the database
+  as of its own first read, and an idle connection holds back no vacuum. What
+  it trades: monitoring shows idle read connections as "idle in transaction",
+  and a server with `idle_in_transaction_session_timeout` closes them, which
+  the next read survives (below).
 - A question runs inside a greenlet (SQLAlchemy's `greenlet_spawn`): each of its
   statements switches out to the event loop to await asyncpg's `fetch`, then back,
   so a question stays one synchronous function of a `ReadConn`.
@@ -20,23 +31,22 @@ for the schema, migrations, writes and the token list; only the read questions
   dialect (`readers.SqlTexts`: `$n` placeholders with their casts); asyncpg keeps
   the prepared statements per connection. Rows are asyncpg `Record`s: the read
   questions index and unpack rows, which Records do like tuples.
-- What the SQLAlchemy pool gave that asyncpg's does not is written here: a pooled
-  connection found dead at BEGIN (the server restarted since it was last used) is
-  dropped and the BEGIN retried once on a new one, which is what pre-ping is for,
-  without its round trip on every checkout. And the pool's reset on release (by
-  default `RESET ALL`, `UNLISTEN *`, `CLOSE ALL`: a round trip per release) is
-  asyncpg's own rollback check alone: the read path changes no session state
-  (its `SET LOCAL`s end with their transaction).
+- What the SQLAlchemy pool's pre-ping gave: an idle connection found dead by the
+  first statement of a question (the server restarted or closed it meanwhile) is
+  dropped and the question run again once on a new connection (a read question
+  changes nothing, and nothing of it was answered yet).
 
 `PgSnapshot` holds one transaction across the reads of one observation (as
-`readers.SqliteSnapshot` does for SQLite); its release (ROLLBACK, then the
-connection back to the pool) runs in a task of its own, after the answer.
+`readers.SqliteSnapshot` does for SQLite); its release runs in a task of its
+own, after the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -53,8 +63,11 @@ PG_READERS = 10
 """Most connections of the read pool (the SQLAlchemy pool, 5 + 10 overflow, serves
 writes and the tools; `PG_SNAPSHOTS` of these may be held by snapshots at once)."""
 BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+RENEW = f"ROLLBACK; {BEGIN}"
+"""A connection given back: its transaction ended and the next one begun, in one round
+trip (the simple query protocol takes both statements at once)."""
 _GONE = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
-"""What a pooled connection raises when the server closed it since its last use."""
+"""What an idle connection raises when the server closed it since its last use."""
 
 
 class AsyncpgReadConn:
@@ -83,13 +96,13 @@ class AsyncpgReadConn:
         return None
 
 
-async def _keep_session_state(_conn: asyncpg.Connection) -> None:
-    """The pool's reset: nothing beyond asyncpg's own rollback check (module docstring)."""
-    return None
-
-
 class PgReaders:
-    """The read pool of one `SqlPersistence` on PostgreSQL (module docstring)."""
+    """The read connections of one `SqlPersistence` on PostgreSQL (module docstring).
+
+    Each idle connection waits in a fresh read transaction (BEGIN sent, no statement
+    yet: no snapshot taken, so none is held); the question that takes it starts the
+    snapshot with its first statement. Giving it back is one round trip,
+    `ROLLBACK; BEGIN ...`, in a task of its own after the answer."""
 
     def __init__(
         self,
@@ -103,130 +116,156 @@ class PgReaders:
         self._connect_args = dict(connect_args)
         self._acquire_timeout = acquire_timeout
         self._texts = pg_texts(dialect)
-        self._pool: asyncpg.Pool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._opening: asyncio.Future[asyncpg.Pool] | None = None
+        self._idle: list[asyncpg.Connection] = []
+        self._open = 0
+        """Connections open or opening on `_loop` (idle ones and those in use)."""
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self.slots = Slots(PG_SNAPSHOTS)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def _pool_here(self) -> asyncpg.Pool:
-        """The pool of the running loop, made on first use (a pool is bound to its loop:
-        a backend used from a new loop, as a CLI's second `asyncio.run`, gets a new one)."""
+    def _here(self) -> None:
+        """Connections are bound to their loop: a backend read from a new loop (a CLI's
+        second `asyncio.run`) drops those of the old one."""
         loop = asyncio.get_running_loop()
-        if self._pool is not None and self._loop is loop:
-            return self._pool
-        if self._opening is not None and self._loop is loop:
-            return await asyncio.shield(self._opening)
-        old, self._pool = self._pool, None
-        if old is not None:  # its connections belong to a loop that no longer runs here
-            _abandon(old)
-        self._loop = loop
-        opening = self._opening = loop.create_future()
-        try:
-            pool = await asyncpg.create_pool(
-                self._dsn,
-                min_size=0,
-                max_size=PG_READERS,
-                reset=_keep_session_state,
-                **self._connect_args,
-            )
-        except BaseException as exc:
-            self._opening = None
-            opening.set_exception(exc)
-            opening.exception()  # retrieved: a waiter, if any, re-raises it
-            raise
-        self._pool, self._opening = pool, None
-        opening.set_result(pool)
-        return pool
+        if self._loop is not loop:
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                _terminate(conn)
+            self._loop, self._open = loop, 0
+            self._waiters.clear()
 
-    async def begin(self) -> asyncpg.Connection:
-        """A pooled connection in a new read transaction (a dead one replaced once)."""
-        pool = await self._pool_here()
-        for attempt in (0, 1):
-            conn = await pool.acquire(timeout=self._acquire_timeout)
-            try:
-                await conn.execute(BEGIN)
-            except _GONE:  # (asyncpg has given a closed connection back already)
-                await _discard(pool, conn)
-                if attempt:
+    async def take(self, *, fresh: bool = False) -> tuple[asyncpg.Connection, bool]:
+        """A connection in a fresh read transaction, and whether it was idle (it may
+        then have died since: the caller asks again, once, `fresh`: the idle ones are
+        closed, as a restarted server has closed them all, and a new one opened)."""
+        self._here()
+        if fresh:
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                _terminate(conn)
+                self._open -= 1
+        deadline = time.monotonic() + self._acquire_timeout
+        while True:
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.is_closed():
+                    return conn, True
+                self._open -= 1
+            if self._open < PG_READERS:
+                self._open += 1
+                try:
+                    conn = await asyncpg.connect(self._dsn, **self._connect_args)
+                    try:
+                        await conn.execute(BEGIN)
+                    except BaseException:
+                        _terminate(conn)
+                        raise
+                except BaseException:
+                    self._gone()
                     raise
-                continue
-            except BaseException:
-                self.spawn(self.finish(conn))  # in a task of its own: this one may be cancelled
-                raise
-            return conn
-        raise AssertionError("unreachable")  # pragma: no cover
+                return conn, False
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                    await waiter
+            except TimeoutError:
+                raise TimeoutError(
+                    f"no PostgreSQL read connection was free within {self._acquire_timeout:g} s"
+                ) from None
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _gone(self) -> None:
+        """A connection of this loop closed (or never opened): its place is free."""
+        self._open -= 1
+        self._wake()
 
     async def run(self, fn: ReadFn[T], conn: asyncpg.Connection) -> T:
         """`fn` on `conn`, inside its transaction."""
         return await greenlet_spawn(fn, AsyncpgReadConn(conn, self._texts))
 
     async def finish(self, conn: asyncpg.Connection) -> None:
-        """End `conn`'s transaction and give it back; a connection that cannot roll back
-        (its statement cancelled, its server gone) is closed instead. Never raises: the
-        answer read in the transaction stands whatever happens to its ROLLBACK."""
-        pool = self._pool
+        """End `conn`'s transaction and keep it idle in a new one (one round trip); a
+        connection that cannot (its statement cancelled, its server gone) is closed.
+        Never raises: the answer read in the transaction stands whatever happens here."""
+        loop = self._loop
         try:
             if not conn.is_closed():
-                await asyncio.wait_for(conn.execute("ROLLBACK"), self._acquire_timeout)
-                if pool is not None:
-                    await pool.release(conn)
+                await conn.execute(RENEW)
+                if loop is self._loop:
+                    self._idle.append(conn)
+                    self._wake()
                     return
         except BaseException:
             pass
-        await _discard(pool, conn)
+        _terminate(conn)
+        if loop is self._loop:
+            self._gone()
 
     async def read(self, fn: ReadFn[T]) -> T:
         """One question in a transaction of its own."""
-        conn = await self.begin()
+        conn, was_idle = await self.take()
         try:
             result = await self.run(fn, conn)
+        except _GONE:
+            self.spawn(self.finish(conn))
+            if not was_idle:
+                raise
+            conn, _ = await self.take(fresh=True)  # it died idle: the question again, once
+            try:
+                result = await self.run(fn, conn)
+            except BaseException:
+                self.spawn(self.finish(conn))
+                raise
         except BaseException:
             self.spawn(self.finish(conn))  # in a task of its own: this one may be cancelled
             raise
-        await self.finish(conn)
+        self.spawn(self.finish(conn))
         return result
 
     def spawn(self, coro: Any) -> None:
         """Run `coro` in a task of its own (kept until done)."""
         try:
             task = asyncio.get_running_loop().create_task(coro)
-        except RuntimeError:  # pragma: no cover - no loop: the pool is closed with it
+        except RuntimeError:  # pragma: no cover - no loop: its connections went with it
             coro.close()
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        """Close the pool (a later read opens a new one)."""
+        """Close the idle connections (a later read opens new ones)."""
         if self._tasks:  # the releases still running give their connections back first
             await asyncio.wait(set(self._tasks), timeout=self._acquire_timeout)
-        pool, loop = self._pool, self._loop
-        self._pool = self._loop = None
-        if pool is None:
-            return
-        if loop is not asyncio.get_running_loop():
-            _abandon(pool)
-            return
-        try:
-            await asyncio.wait_for(pool.close(), self._acquire_timeout)
-        except (TimeoutError, Exception):
-            pool.terminate()
+        idle, self._idle = self._idle, []
+        here = self._loop is asyncio.get_running_loop()
+        self._loop, self._open = None, 0
+        self._waiters.clear()
+        for conn in idle:
+            if not here:
+                _terminate(conn)
+                continue
+            try:
+                await asyncio.wait_for(conn.close(), self._acquire_timeout)
+            except (TimeoutError, Exception):
+                _terminate(conn)
 
 
-async def _discard(pool: asyncpg.Pool | None, conn: asyncpg.Connection) -> None:
-    """Close `conn` and give its place in the pool back, whatever state it is in."""
+def _terminate(conn: asyncpg.Connection) -> None:
     with contextlib.suppress(Exception):
         conn.terminate()
-    if pool is not None:
-        with contextlib.suppress(Exception):
-            await pool.release(conn)
-
-
-def _abandon(pool: asyncpg.Pool) -> None:
-    """Drop a pool made in another event loop (its transports cannot be closed here)."""
-    with contextlib.suppress(Exception):
-        pool.terminate()
 
 
 class PgSnapshot:
@@ -253,9 +292,19 @@ class PgSnapshot:
         async with self._lock:
             try:
                 conn = self._conn
-                if conn is None:
-                    conn = self._conn = await readers.begin()
-                return await readers.run(fn, conn)
+                if conn is not None:
+                    return await readers.run(fn, conn)
+                conn, was_idle = await readers.take()
+                self._conn = conn
+                try:
+                    return await readers.run(fn, conn)
+                except _GONE:
+                    if not was_idle:
+                        raise
+                self._conn = None  # it died idle: the question again, once, on a new one
+                readers.spawn(readers.finish(conn))
+                self._conn, _ = await readers.take(fresh=True)
+                return await readers.run(fn, self._conn)
             except BaseException:
                 self._drop()  # a failed transaction (or a cancelled call) is done
                 raise
