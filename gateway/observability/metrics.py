@@ -18,8 +18,11 @@
   see `backend_methods`), others `other`; routes, statuses and outcomes come
   from fixed sets. A client can never grow the exposition without bound.
 * `metrics_extension(metrics)` is a Strawberry `SchemaExtension` *class* that
-  counts and times operations from the `on_operation` hook only (no per-field
+  counts and times the operations Strawberry itself runs (subscriptions, and a
+  direct `schema.execute`), from the `on_operation` hook only (no per-field
   `resolve` hook, which would slow large lists down by an order of magnitude).
+  The queries the pipeline runs on graphql-core directly are recorded by the
+  pipeline (`record_operation`).
 * `MetricsEndpoint` is the `/metrics` ASGI app (the library's `make_asgi_app`
   renders on the event loop and answers every method; ours renders
   `generate_latest` in a worker thread, answers GET/HEAD with `no-store` and
@@ -468,7 +471,8 @@ class HttpMetricsMiddleware:
 
 
 def metrics_extension(metrics: GatewayMetrics) -> type[SchemaExtension]:
-    """A Strawberry `SchemaExtension` class recording each operation into `metrics`.
+    """A Strawberry `SchemaExtension` class recording each operation Strawberry runs
+    into `metrics` (the pipeline records the queries it runs itself).
 
     Register the returned *class* (`strawberry.Schema(..., extensions=[cls])`) so
     Strawberry makes one instance per operation. It implements `on_operation`
