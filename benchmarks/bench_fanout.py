@@ -8,7 +8,9 @@ live session an agent task appends to at `--rate` events/s for `--seconds` (exac
 opens N graphql-transport-ws connections (the `websockets` client, spread over
 `--client-processes` processes, default 4), each subscribed
 with one document and variables (`sessionEvents(sessionId: $id) { seq type data }`),
-and waits until every one has every event. Rounds: N = 1, 50, 100.
+and waits until every one has every event. Rounds: N = 1, 50, 100. WebSocket
+compression is off, as `serve` has it by default (`--ws-compression` measures it on:
+the clients offer permessage-deflate, as browsers do).
 
 Reported per round: events delivered to each subscriber in order (seqs 0..n-1, no
 gap, no duplicate), the server process's CPU time (utime + stime from
@@ -62,9 +64,10 @@ def percentile(hist: list[int], q: float) -> float:
     return BUCKETS * BUCKET_NS / 1e6
 
 
-def serve_child(port: int, rate: int, total: int) -> None:
+def serve_child(port: int, rate: int, total: int, compression: bool) -> None:
     """The server: `create_app` with an agent appending `total` events at `rate`/s, once
-    per session id read on stdin (each round on a fresh session `r<k>`)."""
+    per session id read on stdin (each round on a fresh session `r<k>`); WebSocket
+    compression as `serve` has it (off unless `--ws-compression`)."""
     import uvicorn
 
     from gateway import create_app
@@ -88,7 +91,13 @@ def serve_child(port: int, rate: int, total: int) -> None:
                 session.append("assistant/chunk", {"i": i, "t": time.time_ns()})
 
     app = create_app(SessionQuery(live=[store]), background=[agent])
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ws_per_message_deflate=compression,
+    )
     uvicorn.Server(config).run()
 
 
@@ -190,10 +199,14 @@ def one_round(
     }
 
 
-def run(rate: int, seconds: float, rounds: list[int], processes: int) -> list[dict[str, Any]]:
+def run(
+    rate: int, seconds: float, rounds: list[int], processes: int, compression: bool
+) -> list[dict[str, Any]]:
     total = int(rate * seconds)
     port = free_port()
     args = ["--rate", str(rate), "--seconds", str(seconds)]
+    if compression:
+        args.append("--ws-compression")
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.bench_fanout", "--serve-child", str(port), *args],
         stdin=subprocess.PIPE,
@@ -227,18 +240,24 @@ def main() -> None:
     parser.add_argument("--rounds", default="1,50,100")
     parser.add_argument("--quick", action="store_true", help="3 s rounds")
     parser.add_argument("--client-processes", type=int, default=4)
+    parser.add_argument(
+        "--ws-compression",
+        action="store_true",
+        help="serve with permessage-deflate, as `serve --ws-compression` (default off, as serve)",
+    )
     parser.add_argument("--serve-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.seconds = 3.0
     rounds = [int(x) for x in args.rounds.split(",")]
     if args.serve_child is not None:
-        serve_child(args.serve_child, args.rate, int(args.rate * args.seconds))
+        serve_child(args.serve_child, args.rate, int(args.rate * args.seconds), args.ws_compression)
         return
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load} (1/5/15 min) at the start")
     total = int(args.rate * args.seconds)
-    results = run(args.rate, args.seconds, rounds, args.client_processes)
+    print(f"WebSocket compression: {'on' if args.ws_compression else 'off (as serve by default)'}")
+    results = run(args.rate, args.seconds, rounds, args.client_processes, args.ws_compression)
     for r in results:
         print(
             f"[{r['n']:>3} subscribers] {total} events at {args.rate}/s: "
