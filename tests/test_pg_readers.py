@@ -148,3 +148,20 @@ def test_one_backend_reads_from_two_event_loops_in_turn(postgres_url: str) -> No
     assert set(asyncio.run(db.load_headers(["s1"]))) == {"s1"}
     assert set(asyncio.run(db.load_headers(["s2"]))) == {"s2"}
     asyncio.run(db.close())
+
+
+async def test_read_connections_run_without_jit(postgres_url: str) -> None:
+    """JIT compiling a compound index lookup costs ~100x running it: the read
+    connections have it off (the engine's own connections keep the server's setting)."""
+    from sqlalchemy import text
+
+    db = await _stored(postgres_url)
+    try:
+        assert await db._read(lambda conn: conn.scalar(text("SHOW jit"))) == "off"
+        snapshot = db.read_snapshot()
+        assert snapshot is not None
+        view: Any = snapshot.backend
+        assert await view._read(lambda conn: conn.scalar(text("SHOW jit"))) == "off"
+        snapshot.close()
+    finally:
+        await db.close()

@@ -42,7 +42,6 @@ from sqlalchemy import (
     null,
     or_,
     select,
-    text,
     union_all,
 )
 
@@ -61,14 +60,13 @@ from .codec import (
 )
 from .errors import StoredDataError
 from .integrity import StoredExtent, check_ascending, check_class_total, check_run
-from .readers import ReadConn, ReadFn, T, fixed
+from .readers import ReadConn, fixed
 from .tables import HEADER_COLUMNS, citations, events, sessions
 
 _KEY_CHUNK = 100
 """Keys per statement (SQLite allows 500 terms in a compound SELECT; a key uses <= 3)."""
 _ID_CHUNK = 500
 _AT_CHUNK = 500
-_NO_JIT = text("SET LOCAL jit = off")
 _ALL_CODES = frozenset({LOG_ONLY_CODE, CURRENT_CODE, SHADOWED_CODE})
 
 _SELECT_SESSIONS = select(
@@ -185,18 +183,6 @@ def _statement(key: tuple[Any, ...], build: Callable[[Any], _Stmt], arg: Any) ->
 class SqlDerivedReads(SqlBase):
     """Pages of classified events, single events, surfaces and traces by index."""
 
-    async def _derived_read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
-        """A read question for the compound reads here. On PostgreSQL without JIT:
-        a compound of many index lookups (a recursive one above all) is estimated
-        expensive enough to be JIT-compiled, which costs ~100x what running it does."""
-
-        def read(conn: ReadConn) -> T:
-            if conn.dialect == "postgresql":
-                conn.run(_NO_JIT)
-            return fn(conn)
-
-        return await self._read(read, inline=inline)
-
     async def load_sessions(self, session_ids: Sequence[str]) -> dict[str, StoredSession]:
         """Header, log size and class counts of each stored id (one read of the row).
 
@@ -269,7 +255,7 @@ class SqlDerivedReads(SqlBase):
             return out, asked, known
 
         small = sum(q.limit if q.limit is not None else _INLINE_EVENTS + 1 for q in wanted)
-        out, asked, known = await self._derived_read(read, inline=small <= _INLINE_EVENTS)
+        out, asked, known = await self._read(read, inline=small <= _INLINE_EVENTS)
         for query in asked:
             _check_events(query, out[query], known[query.session_id])
         return out
@@ -293,7 +279,7 @@ class SqlDerivedReads(SqlBase):
                         check_run(sid, [], seq, seq, extent, what="a read of one event")
             return found
 
-        return await self._derived_read(read)
+        return await self._read(read)
 
     async def read_surfaces(
         self, keys: Sequence[tuple[str, int]]
@@ -330,7 +316,7 @@ class SqlDerivedReads(SqlBase):
                     )
             return out, asked, known
 
-        out, asked, known = await self._derived_read(read)
+        out, asked, known = await self._read(read)
         for key in asked:
             _check_surface(key, out[key], known[key[0]])
         return out
@@ -361,7 +347,7 @@ class SqlDerivedReads(SqlBase):
                     out[key] = StoredTrace(chains.get(k, ()), replaced, derived)
             return out
 
-        return await self._derived_read(read)
+        return await self._read(read)
 
 
 def _read_derivations(conn: ReadConn, ids: Sequence[str]) -> dict[str, StoredDerivations]:

@@ -12,7 +12,11 @@ functions SQLite runs) come here:
 - `PgReaders` keeps up to `PG_READERS` asyncpg connections of its own, opened on
   demand in the loop that reads, with the engine's connection settings
   (`engine.pg_connect_args`: application name, statement timeout, the
-  client-side command and connect timeouts). Not asyncpg's `Pool`: its release
+  client-side command and connect timeouts), and without JIT compilation: the
+  read questions are index lookups, some compound (a recursive one above all),
+  which the planner may estimate expensive enough to JIT-compile, at ~100x what
+  running them costs; off per connection, not per question (a `SET LOCAL` was a
+  round trip of its own). Not asyncpg's `Pool`: its release
   resets the connection (`RESET ALL`, `UNLISTEN *`, ...: a round trip) and rolls
   back any open transaction, where an idle connection here waits *in* a fresh
   REPEATABLE READ READ ONLY transaction: its BEGIN sent with the previous
@@ -113,7 +117,8 @@ class PgReaders:
         acquire_timeout: float,
     ) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._connect_args = dict(connect_args)
+        settings = {**connect_args.get("server_settings", {}), "jit": "off"}
+        self._connect_args = {**connect_args, "server_settings": settings}
         self._acquire_timeout = acquire_timeout
         self._texts = pg_texts(dialect)
         self._loop: asyncio.AbstractEventLoop | None = None
