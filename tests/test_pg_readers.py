@@ -165,3 +165,31 @@ async def test_read_connections_run_without_jit(postgres_url: str) -> None:
         snapshot.close()
     finally:
         await db.close()
+
+
+async def test_a_read_waits_for_a_free_read_connection_then_gives_up_in_time(
+    postgres_url: str,
+) -> None:
+    """With every read connection in use a read waits for one to come back (it then
+    answers), and past the pool timeout it fails saying so, instead of queueing forever."""
+    db = await _stored(postgres_url)
+    await db.close()
+    db = SqlPersistence(postgres_url, connect_timeout=0.5, statement_timeout=0.5)
+    readers: Any = db._pg_readers
+    try:
+        held = [(await readers.take())[0] for _ in range(PG_READERS)]
+        waiting = asyncio.create_task(db.load_headers(["s1"]))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await readers.finish(held.pop())
+        assert set(await asyncio.wait_for(waiting, 5)) == {"s1"}
+        held.append((await readers.take())[0])  # every one in use again
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TimeoutError, match="no PostgreSQL read connection was free"):
+            await db.load_headers(["s1"])
+        assert asyncio.get_running_loop().time() - started < 3
+        for conn in held:
+            await readers.finish(conn)
+        assert set(await db.load_headers(["s2"])) == {"s2"}
+    finally:
+        await db.close()

@@ -175,10 +175,14 @@ class PgReaders:
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
                     await waiter
-            except TimeoutError:
-                raise TimeoutError(
-                    f"no PostgreSQL read connection was free within {self._acquire_timeout:g} s"
-                ) from None
+            except BaseException as exc:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken, but leaving (cancelled): the next waiter's turn
+                if isinstance(exc, TimeoutError):
+                    raise TimeoutError(
+                        f"no PostgreSQL read connection was free within {self._acquire_timeout:g} s"
+                    ) from None
+                raise
             finally:
                 if not waiter.done():
                     waiter.cancel()
