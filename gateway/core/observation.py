@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from functools import cached_property
+from typing import Any
 
 from .backend import (
     Capabilities,
@@ -65,6 +66,8 @@ from .walks import Walks
 
 __all__ = ["Observation", "SessionKey", "SessionsPage", "corpus_key"]
 
+_NONE_OFFERED = Capabilities(None, None)
+
 
 class Observation:
     """A consistent, memoising view of the corpus for one operation or request."""
@@ -78,20 +81,25 @@ class Observation:
         capabilities: Capabilities | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
-        """`capabilities`: the backend's, when the caller has them (else checked here);
-        `on_close`: what `close()` also releases (the backend snapshot of its reads)."""
+        """`capabilities`: which ones `backend` offers, when the caller knows (else checked
+        here), each present one answered by `backend` itself (`capabilities_of` finds them
+        on it; a snapshot view offers its origin's, so `SessionQuery.observe` passes the
+        origin's rather than rebuilding them per view); `on_close`: what `close()` also
+        releases (the backend snapshot of its reads)."""
         self._lifetime = lifetime = Lifetime()
         self._on_close = on_close
         caps = capabilities
         if caps is None and backend is not None:
             caps = capabilities_of(backend)
-        corpus = CorpusLoaders(caps.corpus, lifetime) if caps and caps.corpus else None
-        filters = caps.filters if caps else None
-        derived = DerivedLoaders(caps.derived, lifetime, filters) if caps and caps.derived else None
+        offered = caps if caps is not None and backend is not None else _NONE_OFFERED
+        b: Any = backend  # it has what `offered` says
+        corpus = CorpusLoaders(b, lifetime) if offered.corpus is not None else None
+        filters = b if offered.filters is not None else None
+        derived = DerivedLoaders(b, lifetime, filters) if offered.derived is not None else None
         self._event_reads = StoredEventReads(derived) if derived is not None else None
-        self._search = caps.search if caps is not None else None
-        self._derived_reads = caps.derived if caps else None
-        self._titles = TitleLoaders(caps.titles, lifetime) if caps and caps.titles else None
+        self._search = b if offered.search is not None else None
+        self._derived_reads = b if offered.derived is not None else None
+        self._titles = TitleLoaders(b, lifetime) if offered.titles is not None else None
         self._filters = filters if corpus is not None else None
         self._live = LiveSources(stores)
         self._stored = StoredSources(backend, corpus, derived, lifetime)

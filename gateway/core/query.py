@@ -223,9 +223,8 @@ class SessionQuery(_Operations):
                 if inspect.iscoroutine(snapshot):  # a wrapper that made it a coroutine
                     snapshot.close()
                 snapshot = None
-            if snapshot is not None:
+            if snapshot is not None:  # a view with the origin's capabilities (Observation)
                 backend, release = snapshot.backend, snapshot.close
-                caps = caps.bound(backend)
             if through is not None:
                 backend, caps = through(backend), None
         return Observation(stores, backend, scope, capabilities=caps, on_close=release)

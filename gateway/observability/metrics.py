@@ -243,6 +243,11 @@ class GatewayMetrics:
             registry=r,
             buckets=buckets,
         )
+        self._operation_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        """The labelled children per (operation name, type) label, as `_http_children` below
+        (`labels()` twice per operation was most of `record_operation`). A name that
+        yields its slot drops its children here when its series are removed, so a name
+        seen again later gets series of its own, exposed again."""
         self._http_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         """The labelled children per (route, status) as answered: `labels()` takes a lock
         and checks its arguments, about 5 us a call, twice per request. Never removed
@@ -303,6 +308,7 @@ class GatewayMetrics:
 
     def _forget_name(self, name: str) -> None:
         for kind in OPERATION_TYPES | {UNKNOWN_TYPE}:
+            self._operation_children.pop((name, kind), None)
             for metric in (self.operations, self.operation_duration):
                 with contextlib.suppress(KeyError):  # never recorded (older clients raise)
                     metric.remove(name, kind)
@@ -355,9 +361,13 @@ class GatewayMetrics:
     ) -> None:
         """One GraphQL operation: counted, timed, and each of its errors counted by code."""
         name = self.operation_name_label(operation_name)
-        kind = self.operation_type_label(operation_type)
-        self.operations.labels(name, kind).inc()
-        self.operation_duration.labels(name, kind).observe(max(0.0, duration_seconds))
+        key = (name, self.operation_type_label(operation_type))
+        children = self._operation_children.get(key)
+        if children is None:  # bounded: the names' slots times the four types
+            children = (self.operations.labels(*key), self.operation_duration.labels(*key))
+            self._operation_children[key] = children
+        children[0].inc()
+        children[1].observe(max(0.0, duration_seconds))
         for code in error_codes:
             self.count_error(code)
 

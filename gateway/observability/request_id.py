@@ -139,6 +139,9 @@ def _request_id_of(scope: Scope) -> str:
     # as the library's `MutableHeaders(scope)[name] = id`: on a copy of the list, the
     # first such header replaced and any other dropped, else the header appended
     pair = (_HEADER, rid.encode("latin-1"))
+    if sent is None:  # none to replace (the usual case): one copy with it appended
+        scope["headers"] = [*headers, pair]
+        return rid
     kept: list[tuple[bytes, bytes]] = []
     placed = False
     for name, value in headers:

@@ -54,6 +54,7 @@ from .access import Access, AccessMiddleware
 from .codes import GATEWAY_CODES
 from .config import GatewayConfig
 from .cors import cors_middleware
+from .direct_route import DirectRoute
 from .errors import error_code, new_correlation_id
 from .export import EXPORT_PATH, ExportEndpoint
 from .host_check import HostAllowList
@@ -216,8 +217,9 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
+    graphql_route = Route(GRAPHQL_PATH, endpoint)
     routes: list[Route | WebSocketRoute | Mount] = [
-        Route(GRAPHQL_PATH, endpoint),
+        graphql_route,
         WebSocketRoute(GRAPHQL_PATH, websocket),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -235,7 +237,7 @@ def create_app(
     metrics.know_routes([r.path for r in routes if isinstance(r, Route) and "{" not in r.path])
     guarded = ["/metrics", UI_PATH] if config.expose_metrics else [UI_PATH]
     hosts = config.allowed_hosts
-    return Starlette(
+    app = Starlette(
         debug=config.debug,
         routes=routes,
         middleware=[
@@ -261,6 +263,10 @@ def create_app(
         ],
         lifespan=lifespan,
     )
+    # innermost, after every rule above: /graphql over HTTP skips Starlette's exception
+    # layer and router (`gateway.server.direct_route` says why and what it keeps)
+    app.user_middleware.append(Middleware(DirectRoute, route=graphql_route, router=app.router))
+    return app
 
 
 def _traced_backends(

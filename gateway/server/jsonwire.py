@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
-from json.encoder import encode_basestring
+from collections.abc import Callable, Iterator
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
 from .yielding import checkpoint
@@ -89,9 +89,22 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 small answer's writing), made once: `encode` keeps no state between calls."""
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON text, non-ASCII kept (ValueError/TypeError when not JSON)."""
-    return _ENCODER.encode(value)
+def _compact() -> Callable[[Any], str]:
+    """`_ENCODER.encode` without what it still makes per call: its C encoder (the one
+    `iterencode` builds each time, same options and `default`), made once here, with no
+    circularity markers (a shared markers table would outlive a failed call): an answer
+    is a tree built by the executor, and a cycle would be a bug that still fails, with
+    RecursionError instead of ValueError."""
+    if c_make_encoder is None:  # pragma: no cover - CPython has the accelerator
+        return _ENCODER.encode
+    encode = c_make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, False
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+dumps: Callable[[Any], str] = _compact()
+"""Compact JSON text, non-ASCII kept (ValueError/TypeError when not JSON)."""
 
 
 async def encode_answer(payload: Any, budget: ResponseBudget) -> bytes:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 APPLICATION_JSON = "application/json"
+MEDIA_TYPES = (GRAPHQL_RESPONSE, APPLICATION_JSON)
+"""What `negotiate` answers."""
 
 
 def _media_ranges(accept: str) -> list[tuple[str, float]]:
@@ -63,9 +65,11 @@ def event_stream_choice(accept: str | None) -> tuple[bool, bool]:
     when it is the first choice: urql's default `Accept` lists the JSON types
     first and `text/event-stream` after them, and wants JSON for a query.
     """
+    if not accept:
+        return False, False
     best: tuple[float, int] | None = None
     stream: tuple[float, int] | None = None
-    for index, (media, q) in enumerate(_media_ranges(accept or "")):
+    for index, (media, q) in enumerate(_media_ranges(accept)):
         if q <= 0:
             continue
         rank = (q, -index)
