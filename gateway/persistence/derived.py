@@ -260,7 +260,8 @@ class SqlDerivedReads(SqlBase):
                 for k, q in enumerate(chunk):
                     params.update(_event_params(q, k))
                 rows = conn.rows(statement, params)
-                conn.spend(sum(len(r[_DATA_AT]) for r in rows if r[_DATA_AT] is not None))
+                if any(q.with_data for q in chunk):  # else no row holds a payload
+                    conn.spend(sum(len(r[_DATA_AT]) for r in rows if r[_DATA_AT] is not None))
                 for k, found in _by_key(rows):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found, pause_gc=False)
