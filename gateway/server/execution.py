@@ -84,14 +84,16 @@ _SAME: dict[Callable[[Any], Any], type] = {
 """graphql-core's own coercers and the one type whose values each returns unchanged
 (serialize_int: within 32 bits)."""
 
-_ENUM_TABLES: weakref.WeakKeyDictionary[GraphQLEnumType, dict[Any, str]] = (
+_ENUM_TABLES: weakref.WeakKeyDictionary[GraphQLEnumType, dict[int, str]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _enum_table(enum_type: CustomGraphQLEnumType) -> dict[Any, str]:
-    """Each member of a Strawberry enum's Python class and the name its own
-    `coerce_output_value` gives it (a pure function of the schema), made once per type."""
+def _enum_table(enum_type: CustomGraphQLEnumType) -> dict[int, str]:
+    """The name a Strawberry enum's own `coerce_output_value` gives each member of its
+    Python class (a pure function of the schema), made once per type, by the member's
+    id: an enum's `__hash__` is a Python call, and the class holds its members (so their
+    ids) for as long as the type holds the class."""
     table = _ENUM_TABLES.get(enum_type)
     if table is None:
         table = {}
@@ -102,12 +104,12 @@ def _enum_table(enum_type: CustomGraphQLEnumType) -> dict[Any, str]:
             except Exception:
                 continue
             if isinstance(name, str):
-                table[member] = name
+                table[id(member)] = name
         _ENUM_TABLES[enum_type] = table
     return table
 
 
-def _shortcut(leaf_type: GraphQLLeafType) -> tuple[type | None, dict[Any, str] | None]:
+def _shortcut(leaf_type: GraphQLLeafType) -> tuple[type | None, dict[int, str] | None]:
     """The exact type whose values `leaf_type` outputs without its coercer, and for an
     enum the table of names: (None, None) when every value goes to the coercer."""
     if isinstance(leaf_type, CustomGraphQLEnumType):
@@ -214,7 +216,7 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
                         out[key] = value
                         continue
                 else:
-                    name = table.get(value)
+                    name = table.get(id(value))
                     if name is not None:
                         out[key] = name
                         continue
