@@ -194,53 +194,27 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
             fields.append((response_key, read, exact, table, leaf_type, non_null))
         return _Plan(fields, object_type.is_type_of, field_details_list)
 
-    def _complete_plain(self, plan: _Plan, item: Any, info: GraphQLResolveInfo[Any]) -> Any:
-        """`item` completed as graphql-core would, or `_MISS` where graphql-core must
-        (module docstring)."""
-        is_type_of = plan.is_type_of
-        if is_type_of is not None and is_type_of(item, info) is not True:
+    def _leaf(self, value: Any, leaf_type: GraphQLLeafType | None, non_null: bool) -> Any:
+        """A leaf's value that is not its own output completed as graphql-core completes
+        it, or `_MISS` where graphql-core must (an error, an awaitable, null where
+        non-null)."""
+        if value is None or value is Undefined:
+            return _MISS if non_null else None
+        if isinstance(value, Exception):
             return _MISS
-        out: dict[str, Any] = {}
-        for key, read, exact, table, leaf_type, non_null in plan.fields:
-            if read is None:
-                out[key] = table  # __typename
-                continue
-            value: Any
-            try:
-                value = read(item)
-            except Exception:
-                return _MISS
-            if type(value) is exact:  # its own output, or an enum member's name
-                if table is None:
-                    if exact is not int or _MIN_INT <= value <= _MAX_INT:
-                        out[key] = value
-                        continue
-                else:
-                    name = table.get(id(value))
-                    if name is not None:
-                        out[key] = name
-                        continue
-            if value is None or value is Undefined:
-                if non_null:
-                    return _MISS
-                out[key] = None
-                continue
-            if isinstance(value, Exception):
-                return _MISS
-            if self.is_awaitable(value):
-                close = getattr(value, "close", None)
-                if close is not None:
-                    close()  # a coroutine never started: graphql-core makes its own
-                return _MISS
-            assert leaf_type is not None
-            try:
-                coerced = leaf_type.coerce_output_value(value)
-            except Exception:
-                return _MISS
-            if coerced is None or coerced is Undefined:
-                return _MISS
-            out[key] = coerced
-        return out
+        if self.is_awaitable(value):
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()  # a coroutine never started: graphql-core makes its own
+            return _MISS
+        assert leaf_type is not None
+        try:
+            coerced = leaf_type.coerce_output_value(value)
+        except Exception:
+            return _MISS
+        if coerced is None or coerced is Undefined:
+            return _MISS
+        return coerced
 
     def complete_iterable_value(
         self,
@@ -252,24 +226,29 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
         position_context: Any,
     ) -> Any:
         """graphql-core's loop over a list's items, each item of a plain plan completed
-        by `_complete_plain` (no item path, no per-field completion), the rest (null,
-        errors, awaitables, what the plan cannot finish) as graphql-core completes it.
-        A streamed list (`@stream`) is graphql-core's alone."""
+        here, in the loop itself (no item path, no call per item or per field but its
+        reads): its `is_type_of`, then each leaf, its own output when exactly its type
+        (an enum member: its name), else `_leaf`. The rest (null, errors, awaitables,
+        whatever the loop cannot finish) is completed as graphql-core completes it. A
+        streamed list (`@stream`) is graphql-core's alone."""
         plan = self._plain_plan(item_type, field_details_list)
         if plan is None or self.get_stream_usage(field_details_list, path) is not None:
             return super().complete_iterable_value(
                 item_type, field_details_list, info, path, items, position_context
             )
-        is_awaitable = self.is_awaitable
-        complete_plain = self._complete_plain
+        is_awaitable, is_type_of, fields, leaf = (
+            self.is_awaitable,
+            plan.is_type_of,
+            plan.fields,
+            self._leaf,
+        )
         complete_item = super().complete_list_item_value
         completed_results: list[Any] = []
         append_completed = completed_results.append
         awaitable_indices: list[int] = []
         iterator = iter(items)
-        index = 0
         try:
-            for item in iterator:
+            for index, item in enumerate(iterator):
                 if is_awaitable(item):
                     append_completed(
                         self.complete_awaitable_list_item_value(
@@ -282,13 +261,41 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
                         )
                     )
                     awaitable_indices.append(index)
-                elif (
+                    continue
+                if (
                     item is not None
                     and not isinstance(item, Exception)
-                    and (done := complete_plain(plan, item, info)) is not _MISS
+                    and (is_type_of is None or is_type_of(item, info) is True)
                 ):
-                    append_completed(done)
-                elif complete_item(
+                    out: dict[str, Any] = {}
+                    for key, read, exact, table, leaf_type, non_null in fields:
+                        if read is None:
+                            out[key] = table  # __typename
+                            continue
+                        value: Any
+                        try:
+                            value = read(item)
+                        except Exception:
+                            break
+                        if type(value) is exact:  # its own output, or an enum member's name
+                            if table is None:
+                                if exact is not int or _MIN_INT <= value <= _MAX_INT:
+                                    out[key] = value
+                                    continue
+                            else:
+                                name = table.get(id(value))
+                                if name is not None:
+                                    out[key] = name
+                                    continue
+                        value = leaf(value, leaf_type, non_null)
+                        if value is _MISS:
+                            break
+                        out[key] = value
+                    else:
+                        append_completed(out)
+                        continue
+                # not plainly completed: graphql-core's own completion of the item
+                if complete_item(
                     item,
                     completed_results,
                     item_type,
@@ -298,7 +305,6 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     position_context,
                 ):
                     awaitable_indices.append(index)
-                index += 1
         except Exception:
             # as graphql-core: settle the awaitables made so far and those still held
             maybe_awaitables = [completed_results[i] for i in awaitable_indices]
