@@ -135,3 +135,38 @@ async def test_event_pages_answer_the_same_without_the_plain_list_path(
         slow = [await gql(app, query, {"id": sid}) for sid in ids]
         assert fast == slow
         assert any(page["data"]["events"]["nodes"] for page in fast)
+
+
+def test_a_page_of_events_is_built_as_each_event_alone() -> None:
+    """`Event.of_all` (a page's loop) builds what `Event.of` builds, node ids included."""
+    from gateway.core import Classified, EventSurface, SessionEvent
+    from gateway.server.types.events import Event
+    from gateway.server.types.node import event_node_id
+
+    items = [
+        Classified(SessionEvent("user/message", 0, 5, {"a": 1}, "append", None, False), s)
+        for s in EventSurface
+    ] + [Classified(SessionEvent("t", 12, 7, None, None, (0,), True), EventSurface.SHADOWED)]
+    built = Event.of_all("s\u00e9", items)
+    assert [e.__dict__ for e in built] == [Event.of("s\u00e9", i).__dict__ for i in items]
+    assert [e.id for e in built] == [event_node_id("s\u00e9", i.event.seq) for i in items]
+
+
+def test_a_stored_page_classifies_each_row_as_alone() -> None:
+    """`StoredView._classified` (a page's loop) answers `_classify` of each row: a SHADOWED
+    row whose replacer is past the view's length (or unknown) is CURRENT."""
+    from gateway.core.backend import StoredEvent
+    from gateway.core.fold import CURRENT_CODE, SHADOWED_CODE
+    from gateway.core.model import SessionEvent
+    from gateway.core.stored_view import StoredView
+
+    view = object.__new__(StoredView)
+    view.length = 10
+    stored = [(0, None), (CURRENT_CODE, None), (SHADOWED_CODE, 3), (SHADOWED_CODE, 10)]
+    stored += [(SHADOWED_CODE, None), (SHADOWED_CODE, 9)]
+    rows = [
+        StoredEvent(SessionEvent("t", seq, 0), code, replaced_by)
+        for seq, (code, replaced_by) in enumerate(stored)
+    ]
+    assert view._classified(rows) == [view._classify(r) for r in rows]
+    assert all(type(c) is type(view._classify(rows[0])) for c in view._classified(rows))

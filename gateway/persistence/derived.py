@@ -57,6 +57,7 @@ from .codec import (
     _json_text,
     _raw,
     _stored_events_from_rows,
+    _stored_events_from_tagged_rows,
 )
 from .errors import StoredDataError
 from .integrity import StoredExtent, check_ascending, check_class_total, check_run
@@ -246,7 +247,14 @@ class SqlDerivedReads(SqlBase):
                 for k, q in enumerate(chunk):
                     params.update(_event_params(q, k))
                 rows = conn.rows(statement, params)
-                conn.spend(sum(len(r[_DATA_AT]) for r in rows if r[_DATA_AT] is not None))
+                if any(q.with_data for q in chunk):  # else no row holds a payload
+                    conn.spend(sum(len(r[_DATA_AT]) for r in rows if r[_DATA_AT] is not None))
+                if len(chunk) == 1:  # every row is the one key's (tag 0): no regrouping
+                    if rows:
+                        query = chunk[0]
+                        stored = _stored_events_from_tagged_rows(rows)
+                        out[query] = stored if query.limit is None else stored[: query.limit]
+                    continue
                 for k, found in _by_key(rows):
                     query = chunk[k]
                     stored = _stored_events_from_rows(found, pause_gc=False)

@@ -24,24 +24,31 @@ answer is that error alone).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from graphql import (
+    GRAPHQL_MAX_INT,
+    GRAPHQL_MIN_INT,
+    GraphQLEnumType,
     GraphQLLeafType,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfo,
+    GraphQLScalarType,
     Undefined,
     is_leaf_type,
 )
 from graphql.execution.collect_fields import FieldDetailsList
+from graphql.execution.executor import collect_iterator_awaitables
 from graphql.pyutils import Path, gather_with_cancel
 from graphql.type.definition import GraphQLResolveInfoHelpers
+from graphql.type.scalars import serialize_boolean, serialize_id, serialize_int, serialize_string
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema_converter import CustomGraphQLEnumType
 
-from .types.plain import is_plain_resolver
+from .types.plain import plain_read
 
 _MISS = object()
 
@@ -62,8 +69,58 @@ def _weak_helpers(context: weakref.ref[GatewayExecutionContext]) -> GraphQLResol
     return GraphQLResolveInfoHelpers(gather=gather, track=track)
 
 
-_Leaf = tuple[str, Callable[[Any, Any], Any] | None, GraphQLLeafType | None, bool, str]
-"""(response key, resolver (None: `__typename`), leaf type, non-null, typename)."""
+_Leaf = tuple[str, Callable[[Any], Any] | None, Any, Any, GraphQLLeafType | None, bool]
+"""(response key, read of the object (None: `__typename`), exact type, table or typename,
+leaf type, non-null): a value whose type is exactly `exact` is its own output (an Int
+within 32 bits), or for an enum the name its table holds."""
+
+_MIN_INT, _MAX_INT = GRAPHQL_MIN_INT, GRAPHQL_MAX_INT
+_SAME: dict[Callable[[Any], Any], type] = {
+    serialize_int: int,
+    serialize_string: str,
+    serialize_id: str,
+    serialize_boolean: bool,
+}
+"""graphql-core's own coercers and the one type whose values each returns unchanged
+(serialize_int: within 32 bits)."""
+
+_ENUM_TABLES: weakref.WeakKeyDictionary[GraphQLEnumType, dict[int, str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _enum_table(enum_type: CustomGraphQLEnumType) -> dict[int, str]:
+    """The name a Strawberry enum's own `coerce_output_value` gives each member of its
+    Python class (a pure function of the schema), made once per type, by the member's
+    id: an enum's `__hash__` is a Python call, and the class holds its members (so their
+    ids) for as long as the type holds the class."""
+    table = _ENUM_TABLES.get(enum_type)
+    if table is None:
+        table = {}
+        member: Any
+        for member in enum_type.wrapped_cls:
+            try:
+                name = enum_type.coerce_output_value(member)
+            except Exception:
+                continue
+            if isinstance(name, str):
+                table[id(member)] = name
+        _ENUM_TABLES[enum_type] = table
+    return table
+
+
+def _shortcut(leaf_type: GraphQLLeafType) -> tuple[type | None, dict[int, str] | None]:
+    """The exact type whose values `leaf_type` outputs without its coercer, and for an
+    enum the table of names: (None, None) when every value goes to the coercer."""
+    if isinstance(leaf_type, CustomGraphQLEnumType):
+        if type(leaf_type).coerce_output_value is CustomGraphQLEnumType.coerce_output_value:
+            return leaf_type.wrapped_cls, _enum_table(leaf_type)
+        return None, None
+    if isinstance(leaf_type, GraphQLScalarType):
+        coerce = leaf_type.coerce_output_value
+        if coerce is not None:
+            return _SAME.get(coerce), None
+    return None, None
 
 
 class _Plan:
@@ -117,12 +174,15 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
             node = details[0].node
             name = node.name.value
             if name == "__typename":
-                fields.append((response_key, None, None, True, object_type.name))
+                fields.append((response_key, None, None, object_type.name, None, True))
                 continue
             if node.arguments or any(d.fragment_variable_values for d in details):
                 return None
             field_def = object_type.fields.get(name)
-            if field_def is None or field_def.args or not is_plain_resolver(field_def.resolve):
+            if field_def is None or field_def.args:
+                return None
+            read = plain_read(field_def.resolve)
+            if read is None:
                 return None
             leaf_type = field_def.type
             non_null = isinstance(leaf_type, GraphQLNonNull)
@@ -130,70 +190,145 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 leaf_type = leaf_type.of_type
             if not is_leaf_type(leaf_type):
                 return None
-            fields.append((response_key, field_def.resolve, leaf_type, non_null, ""))
+            exact, table = _shortcut(leaf_type)
+            fields.append((response_key, read, exact, table, leaf_type, non_null))
         return _Plan(fields, object_type.is_type_of, field_details_list)
 
-    def _complete_plain(self, plan: _Plan, item: Any, info: GraphQLResolveInfo[Any]) -> Any:
-        is_type_of = plan.is_type_of
-        if is_type_of is not None and is_type_of(item, info) is not True:
+    def _leaf(self, value: Any, leaf_type: GraphQLLeafType | None, non_null: bool) -> Any:
+        """A leaf's value that is not its own output completed as graphql-core completes
+        it, or `_MISS` where graphql-core must (an error, an awaitable, null where
+        non-null)."""
+        if value is None or value is Undefined:
+            return _MISS if non_null else None
+        if isinstance(value, Exception):
             return _MISS
-        out: dict[str, Any] = {}
-        is_awaitable = self.is_awaitable
-        for key, resolve, leaf_type, non_null, typename in plan.fields:
-            if resolve is None:
-                out[key] = typename
-                continue
-            try:
-                value = resolve(item, info)
-            except Exception:
-                return _MISS
-            if value is None or value is Undefined:
-                if non_null:
-                    return _MISS
-                out[key] = None
-                continue
-            if isinstance(value, Exception):
-                return _MISS
-            if is_awaitable(value):
-                close = getattr(value, "close", None)
-                if close is not None:
-                    close()  # a coroutine never started: graphql-core makes its own
-                return _MISS
-            assert leaf_type is not None
-            try:
-                coerced = leaf_type.coerce_output_value(value)
-            except Exception:
-                return _MISS
-            if coerced is None or coerced is Undefined:
-                return _MISS
-            out[key] = coerced
-        return out
+        if self.is_awaitable(value):
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()  # a coroutine never started: graphql-core makes its own
+            return _MISS
+        assert leaf_type is not None
+        try:
+            coerced = leaf_type.coerce_output_value(value)
+        except Exception:
+            return _MISS
+        if coerced is None or coerced is Undefined:
+            return _MISS
+        return coerced
 
-    def complete_list_item_value(
+    def complete_iterable_value(
         self,
-        item: Any,
-        complete_results: list[Any],
         item_type: GraphQLOutputType,
         field_details_list: FieldDetailsList,
         info: GraphQLResolveInfo[Any],
-        item_path: Path,
+        path: Path,
+        items: Iterable[Any],
         position_context: Any,
-    ) -> bool:
+    ) -> Any:
+        """graphql-core's loop over a list's items, each item of a plain plan completed
+        here, in the loop itself (no item path, no call per item or per field but its
+        reads): its `is_type_of`, then each leaf, its own output when exactly its type
+        (an enum member: its name), else `_leaf`. The rest (null, errors, awaitables,
+        whatever the loop cannot finish) is completed as graphql-core completes it. A
+        streamed list (`@stream`) is graphql-core's alone."""
         plan = self._plain_plan(item_type, field_details_list)
-        if plan is not None and item is not None and not isinstance(item, Exception):
-            done = self._complete_plain(plan, item, info)
-            if done is not _MISS:
-                complete_results.append(done)
-                return False
-        return super().complete_list_item_value(
-            item,
-            complete_results,
-            item_type,
-            field_details_list,
-            info,
-            item_path,
-            position_context,
+        if plan is None or self.get_stream_usage(field_details_list, path) is not None:
+            return super().complete_iterable_value(
+                item_type, field_details_list, info, path, items, position_context
+            )
+        is_awaitable, is_type_of, fields, leaf = (
+            self.is_awaitable,
+            plan.is_type_of,
+            plan.fields,
+            self._leaf,
         )
+        complete_item = super().complete_list_item_value
+        completed_results: list[Any] = []
+        append_completed = completed_results.append
+        awaitable_indices: list[int] = []
+        iterator = iter(items)
+        try:
+            for index, item in enumerate(iterator):
+                if is_awaitable(item):
+                    append_completed(
+                        self.complete_awaitable_list_item_value(
+                            item,
+                            item_type,
+                            field_details_list,
+                            info,
+                            path.add_key(index, None),
+                            position_context,
+                        )
+                    )
+                    awaitable_indices.append(index)
+                    continue
+                if (
+                    item is not None
+                    and not isinstance(item, Exception)
+                    and (is_type_of is None or is_type_of(item, info) is True)
+                ):
+                    out: dict[str, Any] = {}
+                    for key, read, exact, table, leaf_type, non_null in fields:
+                        if read is None:
+                            out[key] = table  # __typename
+                            continue
+                        value: Any
+                        try:
+                            value = read(item)
+                        except Exception:
+                            break
+                        if type(value) is exact:  # its own output, or an enum member's name
+                            if table is None:
+                                if exact is not int or _MIN_INT <= value <= _MAX_INT:
+                                    out[key] = value
+                                    continue
+                            else:
+                                name = table.get(id(value))
+                                if name is not None:
+                                    out[key] = name
+                                    continue
+                        value = leaf(value, leaf_type, non_null)
+                        if value is _MISS:
+                            break
+                        out[key] = value
+                    else:
+                        append_completed(out)
+                        continue
+                # not plainly completed: graphql-core's own completion of the item
+                if complete_item(
+                    item,
+                    completed_results,
+                    item_type,
+                    field_details_list,
+                    info,
+                    path.add_key(index, None),
+                    position_context,
+                ):
+                    awaitable_indices.append(index)
+        except Exception:
+            # as graphql-core: settle the awaitables made so far and those still held
+            maybe_awaitables = [completed_results[i] for i in awaitable_indices]
+            maybe_awaitables.extend(collect_iterator_awaitables(iterator, is_awaitable))
+            if maybe_awaitables:
+                self.settle_in_background(maybe_awaitables)
+            raise
+
+        if not awaitable_indices:
+            return completed_results
+
+        async def get_completed_results() -> list[Any]:
+            if len(awaitable_indices) == 1:
+                i = awaitable_indices[0]
+                completed_results[i] = await completed_results[i]
+            else:
+                awaited = await gather_with_cancel(
+                    *(completed_results[i] for i in awaitable_indices)
+                )
+                for i, sub_result in zip(awaitable_indices, awaited, strict=True):
+                    completed_results[i] = sub_result
+            return completed_results
+
+        return get_completed_results()
 
 
 __all__ = ["GatewayExecutionContext"]

@@ -20,7 +20,7 @@ from gateway.core import results as core
 from gateway.core.event_filter import FilteredEvents
 
 from ..context import Context, current_context
-from .node import Node, event_node_id
+from .node import SEPARATOR, Node, event_node_id
 from .pagination import CURSOR, PageInfo, Sign, edge_cursor, page_info
 from .plain import plain, plain_function
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
@@ -172,6 +172,29 @@ class Event(Node):
         }
         return event
 
+    @classmethod
+    def of_all(cls, session_id: str, items: Sequence[Classified]) -> list[Event]:
+        """`of` of each item, in one loop (a page's events): the same fields, the node id
+        as `event_node_id` writes it, without two calls and an id call per event."""
+        new = _new
+        out: list[Event] = []
+        add = out.append
+        for raw, klass in items:
+            seq = raw.seq
+            event = new(cls)
+            event.__dict__ = {
+                "id": f"{session_id}{SEPARATOR}{seq}",
+                "session_id": session_id,
+                "seq": seq,
+                "type": raw.type,
+                "time": raw.time,
+                "ignorable": raw.ignorable,
+                "raw": raw,
+                "klass": klass,
+            }
+            add(event)
+        return out
+
 
 _new = object.__new__
 
@@ -181,7 +204,7 @@ async def events_of(view: SessionView, seqs: Sequence[int]) -> list[Event]:
     if not seqs:
         return []
     sid = view.session_id
-    return [Event.of(sid, item) for item in await view.events_at(seqs)]
+    return Event.of_all(sid, await view.events_at(seqs))
 
 
 async def _surface_of_async(ctx: Context, session_id: str, seq: int) -> EventSurface:
@@ -298,7 +321,7 @@ def event_connection(
     """A page of a session's events as a Relay connection; its cursors are bound to the
     filter of `digest` (`gateway.server.cursors`)."""
     cursors = ctx.cursors
-    nodes = [Event.of(session_id, item) for item in page.items]
+    nodes = Event.of_all(session_id, page.items)
     sign = cursors.event
 
     def edges() -> list[EventEdge]:
