@@ -79,7 +79,7 @@ SNAPSHOT_IDLE = 0.5
 SQLITE_SNAPSHOTS = 16
 PG_SNAPSHOTS = 4
 """Most snapshots held at once (SQLite: of the reader connections; PostgreSQL: of the
-SQLAlchemy pool, 5 + 10 overflow, so queries and /readyz keep connections). An
+read connections, `pg_readers.PG_READERS`, so other questions and /readyz keep some). An
 observation that finds none free reads each question in a transaction of its own, as
 every read did before snapshots: 200 subscriptions starting at once must not pin 200
 connections."""
