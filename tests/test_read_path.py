@@ -125,6 +125,20 @@ async def test_a_point_question_is_answered_on_the_loop_without_a_hop(
     assert readers.inline > inline
 
 
+async def test_a_corpus_count_is_a_point_read_on_the_loop(sqlite_db: SqlPersistence) -> None:
+    """`totalCount` of the corpus reads one row (`corpus_stats`), a `cwd:` scope's a few
+    (`cwd_stats`): answered on the loop, no reader thread, the counts unchanged."""
+    await _seed(sqlite_db, n=5)
+    readers = sqlite_db._readers
+    assert readers is not None
+    await sqlite_db.count_sessions()
+    hops, inline = readers.hops, readers.inline
+    assert await sqlite_db.count_sessions() == 5
+    assert await sqlite_db.count_sessions(ScopeFilter(cwd_prefixes=("/w/1",))) == 1
+    assert readers.hops == hops, "a count went to a reader thread"
+    assert readers.inline == inline + 2
+
+
 async def test_an_inline_question_past_its_budget_runs_again_in_a_thread(
     sqlite_db: SqlPersistence, monkeypatch: pytest.MonkeyPatch
 ) -> None:

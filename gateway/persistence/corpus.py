@@ -261,7 +261,11 @@ class SqlCorpusReads(SqlBase):
                 statement = statement.where(_filter_clause(where, conn.dialect))
                 return conn.scalar(statement)
 
-        return int(await self._read(read) or 0)
+        # the corpus's count is one row, a cwd scope's a few: point reads (on the loop)
+        point = where is None or bool(
+            where.cwd_prefixes and not where.id_globs and not where.tree_seeds
+        )
+        return int(await self._read(read, inline=point) or 0)
 
     async def headers_page(
         self, after: tuple[int, str] | None, limit: int, where: ScopeFilter | None = None
