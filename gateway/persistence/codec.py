@@ -325,28 +325,6 @@ def _stored_events_from_rows(
     return out
 
 
-def _stored_events_from_tagged_rows(rows: Iterable[Any]) -> builtins.list[StoredEvent]:
-    """`_stored_events_from_rows` of rows that still lead with their key's tag (a read of
-    one key, whose rows are all its own): decoded as they came, without a copy of each
-    row that drops the tag. Called in a reader or under the inline read's budget: no
-    GC pause of its own, like `pause_gc=False`."""
-    loads, load_op, load_sources, append_json = _loads, _load_op, _load_sources, _APPEND_JSON
-    new, event_type, stored = _new_tuple, SessionEvent, StoredEvent
-    flag = (False, True)
-    out: builtins.list[StoredEvent] = []
-    add = out.append
-    for _k, seq, etype, time, op, src, ignorable, data, surface, replaced_by in rows:
-        if op is not None:  # `_load_op`, its usual case inline (no call per row)
-            op = "append" if op == append_json else load_op(op)
-        if src is not None:  # `_load_sources`, likewise
-            src = () if src == "[]" else load_sources(src)
-        if data is not None:
-            data = loads(data)
-        event = new(event_type, (etype, seq, time, data, op, src, flag[ignorable]))
-        add(new(stored, (event, surface, replaced_by)))
-    return out
-
-
 _INSERT_EVENTS = events.insert().values(
     session_id=bindparam("session_id"),
     seq=bindparam("seq"),

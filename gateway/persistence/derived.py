@@ -57,7 +57,6 @@ from .codec import (
     _json_text,
     _raw,
     _stored_events_from_rows,
-    _stored_events_from_tagged_rows,
 )
 from .errors import StoredDataError
 from .integrity import StoredExtent, check_ascending, check_class_total, check_run
@@ -252,7 +251,8 @@ class SqlDerivedReads(SqlBase):
                 if len(chunk) == 1:  # every row is the one key's (tag 0): no regrouping
                     if rows:
                         query = chunk[0]
-                        stored = _stored_events_from_tagged_rows(rows)
+                        tagless = (row[1:] for row in rows)
+                        stored = _stored_events_from_rows(tagless, pause_gc=False)
                         out[query] = stored if query.limit is None else stored[: query.limit]
                     continue
                 for k, found in _by_key(rows):
