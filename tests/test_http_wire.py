@@ -13,7 +13,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.server.access import caller_of
-from gateway.server.http import _JsonAnswer, header, read_body
+from gateway.server.headers import header
+from gateway.server.http import _JsonAnswer, read_body
 from gateway.server.media import MEDIA_TYPES, event_stream_choice
 
 HEADERS = [

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .codes import GatewayCode
 from .errors import new_correlation_id, send_error, simple_error
+from .headers import header
 from .operation import Caller, Refused
 from .principal import Authenticate, Principal, Unauthenticated, attach_principal
 from .ratelimit import RateCounter, Spent, describe
@@ -50,12 +51,7 @@ def caller_of(scope: Scope) -> Caller:
     header and its client address."""
     client = scope.get("client")
     address = client[0] if client else "unknown"
-    authorization = None
-    for name, value in scope.get("headers") or ():  # as Headers(scope=scope).get reads it
-        if name == b"authorization":
-            authorization = value.decode("latin-1")
-            break
-    return Caller(authorization, address)
+    return Caller(header(scope, b"authorization"), address)
 
 
 def _rate_limited(allowance: str, spent: Spent) -> Refused:

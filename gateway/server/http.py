@@ -53,6 +53,7 @@ from .errors import (
     masked_error,
     simple_error,
 )
+from .headers import header
 from .jsonwire import TooDeep, encode_text, loads_request
 from .media import (
     APPLICATION_JSON,
@@ -96,16 +97,6 @@ def _json_param(value: str | None, name: str) -> Any:
         raise _bad(f"the `{name}` parameter is {exc}") from None
     except ValueError as exc:
         raise _bad(f"the `{name}` parameter is not valid JSON") from exc
-
-
-def header(scope: Scope, name: bytes) -> str | None:
-    """The first value of the request header `name` (lowercase, as ASGI gives names), as
-    Starlette's `Headers(scope=scope).get` reads it, without building a `Headers`."""
-    for key, value in scope["headers"]:
-        if key == name:
-            text: str = value.decode("latin-1")
-            return text
-    return None
 
 
 async def read_body(receive: Receive) -> bytes:
