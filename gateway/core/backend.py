@@ -29,7 +29,7 @@ import builtins
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
+from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from .filters import EventFilter, SessionFilter, TimeRange
 from .matching import RankKey
@@ -350,19 +350,6 @@ class Capabilities:
     titles: TitleReads | None = None
     filters: FilterReads | None = None
     snapshots: ReadSnapshots | None = None
-
-    def bound(self, backend: PersistenceBackend) -> Capabilities:
-        """The same capabilities answered by `backend` (a snapshot view of the same
-        backend, which has the same methods)."""
-        b: Any = backend  # a view of the same backend: it has what `self` found
-        return Capabilities(
-            b if self.corpus is not None else None,
-            b if self.derived is not None else None,
-            b if self.search is not None else None,
-            b if self.titles is not None else None,
-            b if self.filters is not None else None,
-            self.snapshots,
-        )
 
 
 _PROTOCOLS = (CorpusReads, DerivedReads, SearchReads, TitleReads, FilterReads, ReadSnapshots)

@@ -249,10 +249,14 @@ class SqlCorpusReads(SqlBase):
     async def count_sessions(self, where: ScopeFilter | None = None) -> int:
         """How many sessions are stored (that match `where`, when given)."""
 
+        cwd_only = where is not None and bool(
+            where.cwd_prefixes and not where.id_globs and not where.tree_seeds
+        )
+
         def read(conn: ReadConn) -> Any:
             if where is None:
                 return conn.scalar(_COUNT)
-            if where.cwd_prefixes and not where.id_globs and not where.tree_seeds:
+            if cwd_only:
                 terms = _cwd_terms(cwd_stats.c.cwd, where.cwd_prefixes, conn.dialect)
                 statement = select(func.coalesce(func.sum(cwd_stats.c.session_count), 0))
                 return conn.scalar(statement.where(or_(*terms)))
@@ -262,10 +266,7 @@ class SqlCorpusReads(SqlBase):
                 return conn.scalar(statement)
 
         # the corpus's count is one row, a cwd scope's a few: point reads (on the loop)
-        point = where is None or bool(
-            where.cwd_prefixes and not where.id_globs and not where.tree_seeds
-        )
-        return int(await self._read(read, inline=point) or 0)
+        return int(await self._read(read, inline=where is None or cwd_only) or 0)
 
     async def headers_page(
         self, after: tuple[int, str] | None, limit: int, where: ScopeFilter | None = None
