@@ -202,7 +202,7 @@ class Session(Node):
     async def surface(self, info: Info) -> list[Event]:
         sid = self.ref.header.id
         surface = await info.context.surface(sid)  # counted against the cost limit
-        return [Event.of(sid, item) for item in surface]
+        return Event.of_all(sid, surface)
 
     @resolver("One event by seq (null plus an error when there is none).")
     async def event(self, info: Info, seq: int) -> Event | None:
