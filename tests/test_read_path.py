@@ -20,11 +20,13 @@ from sqlalchemy import text
 
 from gateway import SessionQuery, create_app
 from gateway.core import ErrorCode, SessionHeader, SessionQueryError
-from gateway.core.backend import ScopeFilter
+from gateway.core.backend import EventQuery, ScopeFilter
 from gateway.observability.backend_proxy import BackendProxy
 from gateway.persistence import SqlPersistence
 from gateway.persistence.corpus import _FIRST_PAGE, _filter_clause
-from gateway.persistence.readers import SqliteReaders, sqlite_sql
+from gateway.persistence.derived import _SELECT_EXTENTS, _SELECT_SESSIONS_IN
+from gateway.persistence.pg_readers import AsyncpgReadConn
+from gateway.persistence.readers import SqliteReaders, SqliteReadConn, sqlite_sql
 from gateway.persistence.tokens import _SELECT_TOKEN
 from gateway.server.config import GatewayConfig
 from tests.core_helpers import ev
@@ -505,3 +507,62 @@ async def test_each_engine_reads_what_sqlalchemy_reads_through_its_read_conn(
     assert set(kinds) == {
         AsyncpgReadConn if db.engine.dialect.name == "postgresql" else SqliteReadConn
     }
+
+
+async def test_a_page_read_in_the_snapshot_that_read_its_session_does_not_read_its_row_again(
+    db: SqlPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An events request reads the session's row once: the page's integrity check takes
+    the extent its header read saw in the same snapshot (`ReadConn.memo`), on both
+    engines; a page read with no header read before it still reads the row."""
+    await _seed(db, n=1)
+    seen: list[Any] = []
+    for conn_type in (SqliteReadConn, AsyncpgReadConn):
+        rows = conn_type.rows
+
+        def counting(self: Any, statement: Any, params: Any = None, _rows: Any = rows) -> Any:
+            seen.append(statement)
+            return _rows(self, statement, params)
+
+        monkeypatch.setattr(conn_type, "rows", counting)
+    app = create_app(SessionQuery(persistence=db), GatewayConfig())
+    page = '{ events(sessionId: "s0", first: 5) { nodes { seq surface } } }'
+    body = await _post(app, page)
+    assert [n["seq"] for n in body["data"]["events"]["nodes"]] == [0, 1, 2, 3, 4], body
+    assert seen.count(_SELECT_SESSIONS_IN) == 1
+    assert seen.count(_SELECT_EXTENTS) == 0, "the row was read a second time"
+
+    seen.clear()
+    snapshot = db.read_snapshot()
+    assert snapshot is not None
+    try:
+        query = EventQuery("s0", 0, 29, 30, limit=5)
+        found = await snapshot.backend.read_events([query])
+    finally:
+        snapshot.close()
+    assert [r.event.seq for r in found[query]] == [0, 1, 2, 3, 4]
+    assert seen.count(_SELECT_EXTENTS) == 1, "no header read before: the row is read"
+
+
+async def test_a_transactions_memo_is_not_seen_by_the_next_transaction(
+    db: SqlPersistence,
+) -> None:
+    """`ReadConn.memo` is one transaction's: questions of one snapshot share it; a read
+    after the snapshot's release (a new transaction) starts empty, as does a question
+    in a transaction of its own."""
+
+    def put(conn: Any) -> int:
+        conn.memo["k"] = conn.memo.get("k", 0) + 1
+        return int(conn.memo["k"])
+
+    await db.ensure_schema()
+    snapshot = db.read_snapshot()
+    assert snapshot is not None
+    view: Any = snapshot.backend
+    try:
+        assert [await view._read(put), await view._read(put, inline=True)] == [1, 2]
+        view._snapshot.release()  # what SNAPSHOT_IDLE without a read does
+        assert await view._read(put) == 1, "a new transaction saw the last one's memo"
+    finally:
+        snapshot.close()
+    assert [await db._read(put), await db._read(put)] == [1, 1]

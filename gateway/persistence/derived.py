@@ -194,6 +194,7 @@ class SqlDerivedReads(SqlBase):
             rows: builtins.list[Any] = []
             for chunk in _chunks(ids, _ID_CHUNK):
                 rows.extend(conn.rows(_SELECT_SESSIONS_IN, {"ids": chunk}))
+            _remember_extents(conn, ids, rows)
             return rows
 
         out: dict[str, StoredSession] = {}
@@ -696,13 +697,43 @@ _SELECT_IDS = select(sessions.c.id).where(sessions.c.id.in_(bindparam("ids", exp
 fixed(_SELECT_EXTENTS, _SELECT_IDS)
 
 
+_EXTENTS = "derived.extents"
+"""`ReadConn.memo` key: {session id: its `sessions` row as read in this transaction
+(its last four columns the extent's counts), or None when the id is not stored}."""
+
+
+def _remember_extents(conn: ReadConn, ids: Sequence[str], rows: Sequence[Any]) -> None:
+    """Keep what these rows (the last four columns: event, current, shadowed and
+    derived counts) state of each id for the transaction's later questions: a page of
+    events read in the snapshot that has just read its session (every events request
+    does) checks against this instead of reading the row again (on PostgreSQL a round
+    trip). The rows themselves, not extents: most are never asked for again."""
+    seen: dict[str, Any] = conn.memo.setdefault(_EXTENTS, {})
+    for sid in ids:
+        seen[sid] = None
+    for row in rows:
+        seen[row[0]] = row
+
+
 def _stored_extents(conn: ReadConn, session_ids: Iterable[str]) -> dict[str, StoredExtent]:
     """What the `sessions` rows of these ids state about their logs (stored ids only):
-    the read that proves the ids are stored, so the checks cost no extra query."""
+    the read that proves the ids are stored, so the checks cost no extra query. Ids this
+    transaction has read already are not read again (`_remember_extents`)."""
     ids = builtins.list(dict.fromkeys(session_ids))
     out: dict[str, StoredExtent] = {}
+    seen: dict[str, Any] | None = conn.memo.get(_EXTENTS)
+    if seen:
+        rest = []
+        for sid in ids:
+            if sid not in seen:
+                rest.append(sid)
+            elif (row := seen[sid]) is not None:
+                out[sid] = StoredExtent(*(int(v) for v in row[-4:]))
+        ids = rest
     for chunk in _chunks(ids, _ID_CHUNK):
-        for sid, *counts in conn.rows(_SELECT_EXTENTS, {"ids": chunk}):
+        rows = conn.rows(_SELECT_EXTENTS, {"ids": chunk})
+        _remember_extents(conn, chunk, rows)
+        for sid, *counts in rows:
             out[sid] = StoredExtent(*(int(v) for v in counts))
     return out
 

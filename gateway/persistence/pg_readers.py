@@ -51,7 +51,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, TypeVar
 
 import asyncpg
@@ -77,12 +77,15 @@ _GONE = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, Connection
 class AsyncpgReadConn:
     """A `ReadConn` on one asyncpg connection, inside `greenlet_spawn`."""
 
-    __slots__ = ("_conn", "_texts")
+    __slots__ = ("_conn", "_texts", "memo")
     dialect = "postgresql"
 
-    def __init__(self, conn: asyncpg.Connection, texts: SqlTexts) -> None:
+    def __init__(
+        self, conn: asyncpg.Connection, texts: SqlTexts, memo: dict[Hashable, Any] | None = None
+    ) -> None:
         self._conn = conn
         self._texts = texts
+        self.memo = {} if memo is None else memo
 
     def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
         sql, args = self._texts.sql(statement, params or {})
@@ -201,9 +204,11 @@ class PgReaders:
         self._open -= 1
         self._wake()
 
-    async def run(self, fn: ReadFn[T], conn: asyncpg.Connection) -> T:
-        """`fn` on `conn`, inside its transaction."""
-        return await greenlet_spawn(fn, AsyncpgReadConn(conn, self._texts))
+    async def run(
+        self, fn: ReadFn[T], conn: asyncpg.Connection, memo: dict[Hashable, Any] | None = None
+    ) -> T:
+        """`fn` on `conn`, inside its transaction (`memo`: that transaction's)."""
+        return await greenlet_spawn(fn, AsyncpgReadConn(conn, self._texts, memo))
 
     async def finish(self, conn: asyncpg.Connection) -> None:
         """End `conn`'s transaction and keep it idle in a new one (one round trip); a
@@ -284,6 +289,8 @@ class PgSnapshot:
         self._readers = readers
         self._slot = False
         self._conn: asyncpg.Connection | None = None
+        self._memo: dict[Hashable, Any] = {}
+        """`ReadConn.memo` of the transaction on `_conn` (a new one with each connection)."""
         self._lock = asyncio.Lock()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -302,18 +309,19 @@ class PgSnapshot:
             try:
                 conn = self._conn
                 if conn is not None:
-                    return await readers.run(fn, conn)
+                    return await readers.run(fn, conn, self._memo)
                 conn, was_idle = await readers.take()
-                self._conn = conn
+                self._conn, self._memo = conn, {}
                 try:
-                    return await readers.run(fn, conn)
+                    return await readers.run(fn, conn, self._memo)
                 except _GONE:
                     if not was_idle:
                         raise
                 self._conn = None  # it died idle: the question again, once, on a new one
                 readers.spawn(readers.finish(conn))
                 self._conn, _ = await readers.take(fresh=True)
-                return await readers.run(fn, self._conn)
+                self._memo = {}
+                return await readers.run(fn, self._conn, self._memo)
             except BaseException:
                 self._drop()  # a failed transaction (or a cancelled call) is done
                 raise

@@ -49,7 +49,7 @@ import asyncio
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
@@ -108,6 +108,13 @@ class ReadConn(Protocol):
 
     @property
     def dialect(self) -> str: ...
+
+    @property
+    def memo(self) -> dict[Hashable, Any]:
+        """Whole answers read in this transaction, for later questions of the same one
+        (a snapshot's: one state, so an answer read once stands for all of them; a
+        question's own transaction has its own, empty at first)."""
+        ...
 
     def rows(
         self, statement: ClauseElement, params: Mapping[str, Any] | None = None
@@ -254,13 +261,19 @@ def fixed(*statements: ClauseElement) -> None:
 class SqliteReadConn:
     """A `ReadConn` over one stdlib `sqlite3` connection (used by one thread at a time)."""
 
-    __slots__ = ("left", "raw")
+    __slots__ = ("left", "memo", "raw")
     dialect = "sqlite"
 
-    def __init__(self, raw: sqlite3.Connection, left: int | None = None) -> None:
+    def __init__(
+        self,
+        raw: sqlite3.Connection,
+        left: int | None = None,
+        memo: dict[Hashable, Any] | None = None,
+    ) -> None:
         self.raw = raw
         self.left = left
         """Bytes an inline question may still decode (None: not inline)."""
+        self.memo = {} if memo is None else memo
 
     def spend(self, nbytes: int) -> None:
         if self.left is not None:
@@ -290,7 +303,9 @@ class _TooLong(Exception):
     """An inline question passed `INLINE_STEPS`: it is run again in a reader thread."""
 
 
-def run_inline(conn: sqlite3.Connection, fn: ReadFn[T]) -> T:
+def run_inline(
+    conn: sqlite3.Connection, fn: ReadFn[T], memo: dict[Hashable, Any] | None = None
+) -> T:
     """`fn` on `conn` here and now, interrupted past `INLINE_STEPS` (then `_TooLong`).
 
     The interrupt ends the statement, not the transaction: a read transaction stays
@@ -306,7 +321,7 @@ def run_inline(conn: sqlite3.Connection, fn: ReadFn[T]) -> T:
 
     conn.set_progress_handler(tick, _PROGRESS_EVERY)
     try:
-        return fn(SqliteReadConn(conn, INLINE_BYTES))
+        return fn(SqliteReadConn(conn, INLINE_BYTES, memo))
     except sqlite3.OperationalError:
         if ticks > limit:
             raise _TooLong() from None
@@ -319,11 +334,12 @@ class SaReadConn:
     """A `ReadConn` over SQLAlchemy's sync facade (inside `AsyncConnection.run_sync`):
     SQLite without a file. PostgreSQL's is `pg_readers.AsyncpgReadConn`."""
 
-    __slots__ = ("_conn", "dialect")
+    __slots__ = ("_conn", "dialect", "memo")
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.dialect = conn.dialect.name
+        self.memo: dict[Hashable, Any] = {}
 
     def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
         return list(self._conn.execute(statement, dict(params or {})).all())  # type: ignore[call-overload]
@@ -466,6 +482,11 @@ class ReadSnapshot(Protocol):
 
     async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T: ...
 
+    def release(self) -> None:
+        """End the transaction now (unless a read runs in it): the next read opens a
+        new one. What `SNAPSHOT_IDLE` without a read does."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -475,6 +496,8 @@ class SqliteSnapshot:
     def __init__(self, readers: SqliteReaders) -> None:
         self._readers = readers
         self._conn: sqlite3.Connection | None = None
+        self._memo: dict[Hashable, Any] = {}
+        """`ReadConn.memo` of the transaction on `_conn` (a new one with each BEGIN)."""
         self._lock = threading.Lock()  # one read at a time on the connection
         self._busy = 0
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -505,7 +528,7 @@ class SqliteSnapshot:
     def _arm_idle_timer(self) -> None:
         if not self._closed and self._idle_timer is None:
             loop = asyncio.get_running_loop()
-            self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self._release_later)
+            self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self.release)
 
     def _inline(self, fn: ReadFn[T]) -> tuple[bool, T | None]:
         """(True, answer) of `fn` run here in the snapshot, or (False, None) when it
@@ -521,7 +544,7 @@ class SqliteSnapshot:
                     return False, None
                 conn = self._begin(idle)
             try:
-                result = run_inline(conn, fn)
+                result = run_inline(conn, fn, self._memo)
             except _TooLong:
                 return False, None
             except sqlite3.Error:
@@ -538,7 +561,7 @@ class SqliteSnapshot:
             if conn is None:
                 conn = self._begin(self._readers.acquire())
             try:
-                return fn(SqliteReadConn(conn))
+                return fn(SqliteReadConn(conn, None, self._memo))
             except sqlite3.Error:
                 self._drop_failed(conn)
                 raise
@@ -551,6 +574,7 @@ class SqliteSnapshot:
             self._readers.release(conn, broken=True)
             raise
         self._conn = conn
+        self._memo = {}
         return conn
 
     def _drop_failed(self, conn: sqlite3.Connection) -> None:
@@ -585,7 +609,8 @@ class SqliteSnapshot:
             self._slot = False
             self._readers.slots.give()
 
-    def _release_later(self) -> None:
+    def release(self) -> None:
+        """Give the connection back (idle: a later read opens a new snapshot)."""
         self._idle_timer = None
         if self._busy:
             return
