@@ -25,9 +25,10 @@ rounds interleaved (gateway, floor a, floor b, workers 2, events, gateway, ...),
 median of the rounds. Server CPU per request: the child's (and its workers')
 utime+stime from /proc/PID/stat over the wrk run, divided by the requests wrk
 counted. One-request figures: medians of sequential requests over one keep-alive
-connection (httpx), and the raw SELECT timed in process (stdlib sqlite3 /
-asyncpg). The 50/100-subscriber rows of issue 21 are `bench_tail`'s (and
-`bench_fanout`'s) figures, not measured here.
+connection (the stdlib's `http.client`: `OneAtATime` says why not httpx), and the
+raw SELECT timed in process (stdlib sqlite3 / asyncpg). The 50/100-subscriber
+rows of issue 21 are `bench_tail`'s (and `bench_fanout`'s) figures, not measured
+here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -458,6 +460,39 @@ def post(
     return answer
 
 
+class OneAtATime:
+    """Sequential POSTs over one keep-alive connection per server, on the stdlib's
+    `http.client`: the one-request figures time the server, not the client. httpx
+    costs ~1.5 ms of client CPU per request on the 2-core machine (measured:
+    `{__typename}` 1.9 ms with httpx, 0.5 ms over a raw socket, 0.67 ms with
+    `http.client`), more than the gateway's own work for a small answer; the httpx
+    figure of `events(first:100)` is printed beside the judged one."""
+
+    def __init__(self) -> None:
+        self._conns: dict[int, http.client.HTTPConnection] = {}
+
+    def seconds(self, server: Server, body: dict[str, Any], token: str | None = None) -> float:
+        conn = self._conns.get(server.port)
+        if conn is None:
+            conn = self._conns[server.port] = http.client.HTTPConnection("127.0.0.1", server.port)
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = json.dumps(body).encode()
+        t = time.perf_counter()
+        conn.request("POST", "/graphql", body=data, headers=headers)
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        elapsed = time.perf_counter() - t
+        if response.status != 200 or answer.get("errors"):
+            raise RuntimeError(f"{server.name}: {response.status} {answer}")
+        return elapsed
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+
+
 def one_request(
     client: httpx.Client, server: Server, body: dict[str, Any], token: str | None = None
 ) -> float:
@@ -575,17 +610,28 @@ def measure(engine: str, url: str, quick: bool, tmp: Path) -> list[Row]:
 
             print(f"  {engine}: one request at a time ...", flush=True)
             single: dict[str, list[float]] = {
-                k: [] for k in ("events100", "none", "all", "cwd-all", "cwd-1in97")
+                k: [] for k in ("events100", "events100-httpx", "none", "all", "cwd-all")
             }
-            for _ in range(3):  # warm-up
-                post(client, servers["gateway"], events100)
-            for _ in range(singles):  # interleaved
-                single["events100"].append(one_request(client, servers["gateway"], events100))
-                single["none"].append(one_request(client, servers["gateway"], sessions_body))
-                for kind in ("all", "cwd-all", "cwd-1in97"):
-                    single[kind].append(
-                        one_request(client, servers["auth"], sessions_body, tokens[kind])
+            single["cwd-1in97"] = []
+            lean = OneAtATime()
+            try:
+                for _ in range(3):  # warm-up
+                    post(client, servers["gateway"], events100)
+                    lean.seconds(servers["gateway"], events100)
+                    for kind in ("all", "cwd-all", "cwd-1in97"):
+                        lean.seconds(servers["auth"], sessions_body, tokens[kind])
+                for _ in range(singles):  # interleaved
+                    single["events100"].append(lean.seconds(servers["gateway"], events100))
+                    single["events100-httpx"].append(
+                        one_request(client, servers["gateway"], events100)
                     )
+                    single["none"].append(lean.seconds(servers["gateway"], sessions_body))
+                    for kind in ("all", "cwd-all", "cwd-1in97"):
+                        single[kind].append(
+                            lean.seconds(servers["auth"], sessions_body, tokens[kind])
+                        )
+            finally:
+                lean.close()
     finally:
         for server in servers.values():
             server.stop()
@@ -657,7 +703,8 @@ def rows_of(
             f"{med('events100') * 1e3:.2f} ms / {raw100 * 1e3:.3f} ms = "
             f"{med('events100') / raw100:.1f}x",
             "<= 10x",
-            "median of sequential POSTs over one keep-alive connection (send to answer); "
+            "median of sequential POSTs over one keep-alive connection (`http.client`, "
+            f"send to parsed answer; with httpx {med('events100-httpx') * 1e3:.2f} ms); "
             f"raw: `{EVENTS_SQL.format(p='?')}` fetched in process",
             verdict(med("events100") / raw100 <= 10),
         ),
@@ -671,7 +718,8 @@ def rows_of(
             f"`sessions(first:50)` one request, no auth {e}",
             f"{none * 1e3:.2f} ms",
             "",
-            "median of sequential POSTs (`serve`, keep-alive), interleaved with the rows below",
+            "median of sequential POSTs (`serve`, keep-alive, `http.client`), interleaved with "
+            "the rows below",
         ),
     ]
     for kind, label, limit in (
