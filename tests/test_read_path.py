@@ -26,7 +26,7 @@ from gateway.persistence import SqlPersistence
 from gateway.persistence.corpus import _FIRST_PAGE, _filter_clause
 from gateway.persistence.derived import _SELECT_EXTENTS, _SELECT_SESSIONS_IN
 from gateway.persistence.pg_readers import AsyncpgReadConn
-from gateway.persistence.readers import SqliteReaders, SqliteReadConn, sqlite_sql
+from gateway.persistence.readers import SqliteReadConn, SqliteReaders, sqlite_sql
 from gateway.persistence.tokens import _SELECT_TOKEN
 from gateway.server.config import GatewayConfig
 from tests.core_helpers import ev
