@@ -49,10 +49,21 @@ class Thing:
         return 1 / self.nn_i
 
 
+@strawberry.interface
+class Named:
+    i: int | None
+
+
+@strawberry.type
+class Tagged(Named):
+    """A type with an interface: Strawberry gives it an `is_type_of` (Thing has none)."""
+
+
 @strawberry.type
 class Root:
     things: list[Thing | None]
     strict: list[Thing]
+    tagged: list[Tagged | None] = strawberry.field(default_factory=list)
 
 
 def _thing(**kw: Any) -> Thing:
@@ -224,3 +235,66 @@ def test_any_selection_of_plain_leaves_answers_as_graphql_core(
     fields = " ".join(f"{alias}{field}{directive}" for field, alias, directive in selection)
     root = Root(things=items, strict=[t for t in items if t is not None])
     _both(f"{{ {'strict' if strict else 'things'} {{ {fields} }} }}", root)
+
+
+class SubTagged(Tagged):
+    pass
+
+
+def _own_await() -> Any:
+    yield None
+
+
+def _awaiting() -> Tagged:
+    item = Tagged(i=7)
+    item.__await__ = _own_await  # type: ignore[attr-defined]
+    return item
+
+
+@pytest.mark.parametrize(
+    ("make", "failed"),
+    [
+        (lambda: strawberry.cast(Thing, Tagged(i=9)), True),  # is_type_of says no
+        (_awaiting, True),  # the awaitable check says yes: awaited, and fails
+        (lambda: SubTagged(i=8), False),  # another class: both checks made
+    ],
+)
+def test_an_item_cast_or_awaitable_by_its_own_attributes_completes_as_graphql_core(
+    make: Any, failed: bool
+) -> None:
+    """After a first plain item, later items of exactly its class skip the awaitable
+    check and `is_type_of`, unless their own `__dict__` could change either answer: an
+    instance cast to another type (`strawberry.cast`), one with an `__await__` of its
+    own, and a subclass's instance each get graphql-core's answer."""
+
+    async def run(schema: strawberry.Schema) -> Any:
+        root = Root(things=[], strict=[], tagged=[Tagged(i=1), make(), Tagged(i=4)])
+        result = await schema.execute("{ tagged { i } }", root_value=root)
+        return result.data, [(e.message, e.path) for e in result.errors or []]
+
+    fast = asyncio.run(run(FAST))
+    assert fast == asyncio.run(run(SLOW))
+    data, errors = fast
+    assert data["tagged"][0] == {"i": 1} and data["tagged"][2] == {"i": 4}
+    assert [path for _, path in errors] == ([["tagged", 1]] if failed else [])
+
+
+def test_items_of_the_first_plain_items_class_skip_both_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shortcut is taken (so the comparison above compares it): `is_type_of` runs for
+    the first item of a page only."""
+    tagged_type: Any = FAST._schema.type_map["Tagged"]
+    calls: list[Any] = []
+    original = tagged_type.is_type_of
+
+    def counting(obj: Any, info: Any) -> bool:
+        calls.append(obj)
+        return bool(original(obj, info))
+
+    counting.__module__ = original.__module__  # Strawberry's check, counted
+    monkeypatch.setattr(tagged_type, "is_type_of", counting)
+    tagged = [Tagged(i=n) for n in range(5)]
+    data, errors = _answer(FAST, "{ tagged { i } }", Root(things=[], strict=[], tagged=tagged))
+    assert data["tagged"] == [{"i": n} for n in range(5)] and errors == []
+    assert calls == tagged[:1]

@@ -8,7 +8,10 @@ type is an object type and the item's selection (after `@skip`/`@include`) is
 only leaf fields resolved by `gateway.server.types.plain` resolvers (or
 `__typename`), with no arguments and nothing deferred, each item is completed
 here in one loop instead: the same resolvers, the same `is_type_of` check, the
-same `coerce_output_value` of each leaf type, the same field order.
+same `coerce_output_value` of each leaf type, the same field order. Once an item
+has passed the awaitable check and `is_type_of`, later items of exactly its class
+skip both calls where their answers are the class's (`_exact_type`: a plain class,
+Strawberry's `is_type_of`, no `__await__` or type cast in the item's own `__dict__`).
 
 What it trades: nothing in the answer. An item the loop cannot finish exactly
 (a resolver raises or returns an awaitable, an error value or null where the
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import CoroutineType, GeneratorType
 from typing import Any
 
 from graphql import (
@@ -43,10 +47,13 @@ from graphql import (
 from graphql.execution.collect_fields import FieldDetailsList
 from graphql.execution.executor import collect_iterator_awaitables
 from graphql.pyutils import Path, gather_with_cancel
+from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from graphql.type.definition import GraphQLResolveInfoHelpers
 from graphql.type.scalars import serialize_boolean, serialize_id, serialize_int, serialize_string
+from strawberry.execution.is_awaitable import optimized_is_awaitable
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-from strawberry.schema.schema_converter import CustomGraphQLEnumType
+from strawberry.schema.schema_converter import CustomGraphQLEnumType, GraphQLCoreConverter
+from strawberry.types.cast import TYPE_CAST_ATTRIBUTE
 
 from .types.plain import plain_read
 
@@ -121,6 +128,43 @@ def _shortcut(leaf_type: GraphQLLeafType) -> tuple[type | None, dict[int, str] |
         if coerce is not None:
             return _SAME.get(coerce), None
     return None, None
+
+
+_AWAITABLE_CHECKS = frozenset({graphql_is_awaitable, optimized_is_awaitable})
+"""The awaitable checks whose answer `_exact_type` knows: each is (coroutine,
+iterable-coroutine generator, `hasattr(value, "__await__")`)."""
+_SHADOWING = ("__await__", TYPE_CAST_ATTRIBUTE)
+"""Instance attributes that would change an item's awaitable check or `is_type_of`."""
+
+
+def _exact_type(item: Any, is_type_of: Any, is_awaitable: Any) -> type | None:
+    """`type(item)` when, for every instance of exactly that type whose `__dict__` holds
+    none of `_SHADOWING`, the awaitable check says no and `is_type_of` says yes as they
+    did for `item` (just checked): a class with a plain attribute lookup (no
+    `__getattr__`, object's `__getattribute__`), no `__await__` or type cast of its own,
+    not a coroutine or generator, instances with a `__dict__`; and `is_type_of` None or
+    Strawberry's, whose answer depends only on that cast and the class. Else None."""
+    cls = type(item)
+    if is_awaitable not in _AWAITABLE_CHECKS:
+        return None
+    if is_type_of is not None and getattr(is_type_of, "__module__", None) != _STRAWBERRY_IS_TYPE_OF:
+        return None
+    own = [vars(k) for k in cls.__mro__ if k is not object]
+    if (
+        issubclass(cls, CoroutineType | GeneratorType)
+        or any("__getattribute__" in d or "__getattr__" in d for d in own)
+        or any(hasattr(cls, name) for name in _SHADOWING)
+        or not isinstance(getattr(item, "__dict__", None), dict)
+    ):
+        return None
+    return cls
+
+
+_STRAWBERRY_IS_TYPE_OF = GraphQLCoreConverter.__module__
+
+
+class _NoItem:
+    """No list item is exactly of this type (the loop's class before one is known)."""
 
 
 class _Plan:
@@ -247,9 +291,20 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
         append_completed = completed_results.append
         awaitable_indices: list[int] = []
         iterator = iter(items)
+        # The items' class once one passed both checks, when they are known for the class
+        # (`_exact_type`): its next instances skip both calls.
+        exact_type: type = _NoItem
+        probed = False
+        shadow_await, shadow_cast = _SHADOWING
         try:
             for index, item in enumerate(iterator):
-                if is_awaitable(item):
+                if (
+                    type(item) is exact_type
+                    and shadow_await not in (d := item.__dict__)
+                    and shadow_cast not in d
+                ):
+                    plain_item = True
+                elif is_awaitable(item):
                     append_completed(
                         self.complete_awaitable_list_item_value(
                             item,
@@ -262,11 +317,18 @@ class GatewayExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     )
                     awaitable_indices.append(index)
                     continue
-                if (
+                elif (
                     item is not None
                     and not isinstance(item, Exception)
                     and (is_type_of is None or is_type_of(item, info) is True)
                 ):
+                    plain_item = True
+                    if not probed:
+                        probed = True
+                        exact_type = _exact_type(item, is_type_of, is_awaitable) or _NoItem
+                else:
+                    plain_item = False
+                if plain_item:
                     out: dict[str, Any] = {}
                     for key, read, exact, table, leaf_type, non_null in fields:
                         if read is None:
