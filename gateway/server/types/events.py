@@ -20,7 +20,7 @@ from gateway.core import results as core
 from gateway.core.event_filter import FilteredEvents
 
 from ..context import Context, current_context
-from .node import Node, event_node_id
+from .node import Node, event_id_text
 from .pagination import CURSOR, PageInfo, Sign, edge_cursor, page_info
 from .plain import plain, plain_function
 from .scalars import JSON, TO_GRAPHQL_SURFACE, EpochMillis, EventSurface, SurfaceOpKind, resolver
@@ -161,7 +161,7 @@ class Event(Node):
         # much, on every event of every page (its __eq__ and __repr__ are unchanged).
         event = _new(cls)
         event.__dict__ = {
-            "id": event_node_id(session_id, raw.seq),
+            "id": event_id_text(session_id, raw.seq),
             "session_id": session_id,
             "seq": raw.seq,
             "type": raw.type,

@@ -22,6 +22,7 @@ event: null with SESSION_QUERY_EVENT_NOT_FOUND.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -60,9 +61,14 @@ class Node:
     )
 
 
+event_id_text: Callable[[str, int], str] = f"{{}}{SEPARATOR}{{}}".format
+"""`event_node_id` in one C call (`str.format`, no Python frame: a page wraps each of
+its events; `strawberry.ID` is `str` at run time)."""
+
+
 def event_node_id(session_id: str, seq: int) -> strawberry.ID:
     """The node id of event `seq` of `session_id` (see the module docstring)."""
-    return strawberry.ID(f"{session_id}{SEPARATOR}{seq}")
+    return strawberry.ID(event_id_text(session_id, seq))
 
 
 @dataclass(frozen=True, slots=True)
