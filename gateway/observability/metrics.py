@@ -113,6 +113,9 @@ DEFAULT_ROUTE_PREFIXES: Final = ("/static",)
 """Path prefixes counted as one route each (`/static/...` -> `/static`)."""
 
 BACKEND_OUTCOMES: Final = ("ok", "error", "cancelled")
+_MAX_BACKEND_KEYS: Final = 256
+"""Backend (method, outcome) pairs kept for reuse beyond the known methods' (a method
+labelled `other` is counted all the same, its children looked up again)."""
 
 
 def coroutine_methods(cls: type) -> frozenset[str]:
@@ -252,6 +255,9 @@ class GatewayMetrics:
         """The labelled children per (route, status) as answered: `labels()` takes a lock
         and checks its arguments, about 5 us a call, twice per request. Never removed
         (unlike operation names' series), so a child once made stays the live one."""
+        self._backend_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        """The same per (backend method, outcome) label: twice per backend call. Bounded
+        (the methods' labels times three outcomes) and never removed."""
 
         self.subscriptions_active = Gauge(
             "graphql_subscriptions_active",
@@ -376,10 +382,19 @@ class GatewayMetrics:
         self.errors.labels(self.error_code_label(code)).inc()
 
     def record_backend_call(self, method: str, outcome: str, duration_seconds: float) -> None:
-        label = self.backend_method_label(method)
-        outcome = outcome if outcome in BACKEND_OUTCOMES else "error"
-        self.backend_calls.labels(label, outcome).inc()
-        self.backend_duration.labels(label).observe(max(0.0, duration_seconds))
+        key = (method, outcome)
+        children = self._backend_children.get(key)
+        if children is None:
+            label = self.backend_method_label(method)
+            shown = outcome if outcome in BACKEND_OUTCOMES else "error"
+            children = (
+                self.backend_calls.labels(label, shown),
+                self.backend_duration.labels(label),
+            )
+            if label != OTHER or len(self._backend_children) < _MAX_BACKEND_KEYS:
+                self._backend_children[key] = children
+        children[0].inc()
+        children[1].observe(max(0.0, duration_seconds))
 
     def record_http_request(self, path: str, status: int, duration_seconds: float) -> None:
         route = self.route_label(path)
