@@ -11,6 +11,7 @@ request still observes the corpus afresh (nothing is carried across).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -65,6 +66,56 @@ async def test_a_memo_table_first_used_is_still_emptied_when_its_lifetime_closes
     assert calls == ["a"]  # remembered within the lifetime
     lifetime.close()
     assert per_key._memo == {}  # and forgotten when it ends
+
+
+async def test_a_loader_batches_the_keys_asked_before_its_task_starts_in_one_loop_turn() -> None:
+    """Keys asked in one turn share one fetch, answered the turn after (the batch's task
+    is started by the first key: no callback turn before it); a key asked after the
+    batch started goes in the next batch."""
+    lifetime = Lifetime()
+    fetched: list[list[str]] = []
+    turns = 0
+
+    async def batch(keys: Any) -> dict[Any, str]:
+        fetched.append(list(keys))
+        return {k: k.upper() for k in keys}
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    counter = asyncio.ensure_future(count_turns())
+    loader = Loader(lifetime, batch)
+    first = [loader.load("a"), loader.load("b"), loader.load("a")]
+    assert await asyncio.gather(*first) == ["A", "B", "A"]
+    answered_in = turns
+    assert await loader.load("c") == "C"
+    counter.cancel()
+    assert fetched == [["a", "b"], ["c"]]
+    assert answered_in <= 3, answered_in
+
+
+async def test_a_loader_batch_whose_lifetime_closes_before_it_starts_is_cancelled() -> None:
+    """Closing the lifetime before the batch's first step cancels its keys (nobody waits
+    for an answer that will not come), and a key asked later starts a batch of its own."""
+    lifetime = Lifetime()
+    fetched: list[list[str]] = []
+
+    async def batch(keys: Any) -> dict[Any, str]:
+        fetched.append(list(keys))
+        return {k: k for k in keys}
+
+    loader = Loader(lifetime, batch)
+    waiting = loader.load("a")
+    lifetime.close()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert fetched == []
+    assert await Loader(Lifetime(), batch).load("b") == "b"
+    assert await loader.load("z") == "z"  # not stuck behind the cancelled batch
+    assert fetched == [["b"], ["z"]]
 
 
 async def test_an_observation_for_one_session_makes_no_corpus_parts(db: Any) -> None:

@@ -25,6 +25,7 @@ Awaiting a shared answer is shielded from any one asker's cancellation
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
@@ -171,19 +172,31 @@ class Loader(Generic[K, V]):
         if fut is None:
             if not self._memo:  # its first entry: emptied when the lifetime closes
                 self._lifetime.remember(self._memo.clear)
-            loop = asyncio.get_running_loop()
-            if not self._pending:
-                loop.call_soon(self._dispatch)
-            fut = self._memo[key] = self._pending[key] = loop.create_future()
+            pending = self._pending
+            if not pending:
+                # The batch's task, started now: its first step is the loop's next turn,
+                # where it takes the keys asked until then (a callback that then started
+                # a task cost one more turn of the loop per batch).
+                pending = self._pending = {}
+                task = self._lifetime.spawn(self._run(pending))
+                task.add_done_callback(functools.partial(self._settle, pending))
+            fut = self._memo[key] = pending[key] = asyncio.get_running_loop().create_future()
             fut.add_done_callback(_consume)
         return asyncio.shield(fut)
 
-    def _dispatch(self) -> None:
-        batch, self._pending = self._pending, {}
-        task = self._lifetime.spawn(self._run(batch))
-        task.add_done_callback(_consume)
+    def _settle(self, batch: dict[K, asyncio.Future[V | None]], task: asyncio.Task[None]) -> None:
+        """A batch's task done: cancelled, maybe before its first step (its lifetime
+        closed), its keys not answered are cancelled too, and no key joins it after."""
+        _consume(task)
+        if task.cancelled():
+            if self._pending is batch:
+                self._pending = {}
+            for fut in batch.values():
+                fut.cancel()
 
     async def _run(self, batch: dict[K, asyncio.Future[V | None]]) -> None:
+        if self._pending is batch:  # its keys are all asked: the next key starts a batch
+            self._pending = {}
         try:
             found = await self._fetch(list(batch))
         except asyncio.CancelledError:
