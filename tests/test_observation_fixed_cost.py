@@ -118,6 +118,37 @@ async def test_a_loader_batch_whose_lifetime_closes_before_it_starts_is_cancelle
     assert fetched == [["b"], ["z"]]
 
 
+async def test_a_stored_session_keeps_its_row_reads_answer_once_the_listing_is_read(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored session is looked up through its row's loader directly (no task of its
+    own in between); once the listing has been read, asking again still answers what
+    the row read answered (the same object, even where the listing, read later, no
+    longer holds it), with no second read of the row."""
+    rows: list[list[str]] = []
+    load_sessions = db.load_sessions
+
+    async def counted(ids: Any) -> Any:
+        rows.append(list(ids))
+        return await load_sessions(ids)
+
+    async def listed_without_it() -> list[Any]:  # as if removed since (no snapshot)
+        return []
+
+    monkeypatch.setattr(db, "load_sessions", counted)
+    monkeypatch.setattr(db, "list", listed_without_it)
+    obs = SessionQuery(persistence=db).observe()
+    try:
+        first = await obs._stored.stored("s1")
+        assert first is not None and first.counts is not None
+        assert "s1" not in await obs._stored.listing()
+        assert await obs._stored.stored("s1") is first  # its first answer stands
+        assert await obs._stored.stored("nope") is None  # not in the listing: not read
+    finally:
+        obs.close()
+    assert rows == [["s1"]]
+
+
 async def test_an_observation_for_one_session_makes_no_corpus_parts(db: Any) -> None:
     obs = SessionQuery(persistence=db).observe()
     try:

@@ -166,6 +166,10 @@ class Loader(Generic[K, V]):
         self._memo: dict[K, asyncio.Future[V | None]] = {}
         self._pending: dict[K, asyncio.Future[V | None]] = {}
 
+    def asked(self, key: K) -> bool:
+        """Whether `key` was asked in this lifetime (its answer is the one remembered)."""
+        return key in self._memo
+
     def load(self, key: K) -> asyncio.Future[V | None]:
         """The key's answer to await (a future, so that gathering many makes no tasks)."""
         fut = self._memo.get(key)

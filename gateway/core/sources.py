@@ -116,9 +116,17 @@ class StoredSources:
         """
         if self.backend is None or not can_exist(session_id):  # no backend is asked
             return None
+        derived = self.derived
+        if derived is not None and not self._listing.asked:
+            # The row read answers it, remembered per id by its own loader: awaited
+            # directly, not through a task of `_stored`'s (two turns of the loop more).
+            return await derived.sessions.load(session_id)
         return await self._stored.get(session_id)
 
     async def _read_stored(self, session_id: str) -> StoredSession | None:
+        derived = self.derived
+        if derived is not None and derived.sessions.asked(session_id):
+            return await derived.sessions.load(session_id)  # asked before: that answer
         if self._listing.asked:
             header = (await self.listing()).get(session_id)
             if header is None or self.derived is None:
