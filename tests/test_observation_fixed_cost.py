@@ -149,6 +149,22 @@ async def test_a_stored_session_keeps_its_row_reads_answer_once_the_listing_is_r
     assert rows == [["s1"]]
 
 
+async def test_a_stored_session_answered_by_index_has_one_view_made_without_a_task(
+    db: Any,
+) -> None:
+    """Askers of one stored session's view at once get the same view, made by the first
+    of them once the session is proved (no task of its own, nothing in the folded views'
+    memo); a later ask gets it again."""
+    obs = SessionQuery(persistence=db).observe()
+    try:
+        views = await asyncio.gather(*(obs.view("s1") for _ in range(3)))
+        assert views[0] is views[1] is views[2] is await obs.view("s1")
+        assert views[0].length == 1 and not views[0].live
+        assert obs._stored_views._memo == {}
+    finally:
+        obs.close()
+
+
 async def test_an_observation_for_one_session_makes_no_corpus_parts(db: Any) -> None:
     obs = SessionQuery(persistence=db).observe()
     try:

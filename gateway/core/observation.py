@@ -105,6 +105,9 @@ class Observation:
         self._stored = StoredSources(backend, corpus, derived, lifetime)
         self._visibility = Visibility(scope, self._live, self._stored, lifetime)
         self._live_views: dict[str, SessionView] = {}
+        self._indexed_views: dict[str, StoredView] = {}
+        """Stored views answered by index, made by the first asker once its session is
+        proved (a view is cheap to make: no task of its own); folded ones below."""
         self._stored_views: PerKey[str, SessionView] = PerKey(lifetime, self._stored_view)
 
     # The corpus-wide parts are made on first use: a request for one session by id (the
@@ -220,6 +223,14 @@ class Observation:
             if view is None:
                 view = self._live_views[session_id] = live.view()
             return view
+        indexed = self._indexed_views.get(session_id)
+        if indexed is not None:
+            return indexed
+        if self._event_reads is not None:
+            stored = await self._stored.proved(session_id)
+            if stored.counts is not None:  # askers meanwhile proved the same answer
+                made = StoredView(self._event_reads, stored)
+                return self._indexed_views.setdefault(session_id, made)
         return await self._stored_views.get(session_id)
 
     async def _stored_view(self, session_id: str) -> SessionView:
