@@ -97,6 +97,40 @@ async def test_a_loader_batches_the_keys_asked_before_its_task_starts_in_one_loo
     assert answered_in <= 3, answered_in
 
 
+async def test_a_loader_askers_cancellation_leaves_the_shared_answer_to_the_others() -> None:
+    """One asker of a key cancelled while its batch runs: the others of the same key get
+    the answer, the batch still answers once, and a later asker gets the remembered one;
+    a batch that fails gives each asker its error."""
+    lifetime = Lifetime()
+    release = asyncio.Event()
+    fetched: list[list[str]] = []
+
+    async def batch(keys: Any) -> dict[Any, str]:
+        fetched.append(list(keys))
+        await release.wait()
+        if "bad" in keys:
+            raise RuntimeError("the backend failed")
+        return {k: k * 2 for k in keys}
+
+    loader = Loader(lifetime, batch)
+
+    async def ask(key: str) -> str | None:
+        return await loader.load(key)
+
+    first, second = asyncio.ensure_future(ask("a")), asyncio.ensure_future(ask("a"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the batch is running, both askers wait
+    first.cancel()
+    release.set()
+    assert await second == "aa"
+    assert first.cancelled()
+    assert await loader.load("a") == "aa"
+    assert fetched == [["a"]]
+    failing = [asyncio.ensure_future(ask("bad")), asyncio.ensure_future(ask("bad"))]
+    for outcome in await asyncio.gather(*failing, return_exceptions=True):
+        assert isinstance(outcome, RuntimeError)
+
+
 async def test_a_loader_batch_whose_lifetime_closes_before_it_starts_is_cancelled() -> None:
     """Closing the lifetime before the batch's first step cancels its keys (nobody waits
     for an answer that will not come), and a key asked later starts a batch of its own."""

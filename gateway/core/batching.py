@@ -158,13 +158,17 @@ class Loader(Generic[K, V]):
     An exception from `fetch` fails every key of that batch.
     """
 
-    __slots__ = ("_fetch", "_lifetime", "_memo", "_pending")
+    __slots__ = ("_fetch", "_lifetime", "_memo", "_pending", "_waiting")
 
     def __init__(self, lifetime: Lifetime, fetch: BatchFn[K, V]) -> None:
         self._lifetime = lifetime
         self._fetch = fetch
         self._memo: dict[K, asyncio.Future[V | None]] = {}
         self._pending: dict[K, asyncio.Future[V | None]] = {}
+        self._waiting: dict[K, list[asyncio.Future[V | None]]] = {}
+        """Each unanswered key's askers, each with a future of its own: an asker's
+        cancellation cancels only its own (what `asyncio.shield` gives), and the batch
+        answers them itself, a turn of the loop sooner than a shield's callback."""
 
     def asked(self, key: K) -> bool:
         """Whether `key` was asked in this lifetime (its answer is the one remembered)."""
@@ -185,8 +189,15 @@ class Loader(Generic[K, V]):
                 task = self._lifetime.spawn(self._run(pending))
                 task.add_done_callback(functools.partial(self._settle, pending))
             fut = self._memo[key] = pending[key] = asyncio.get_running_loop().create_future()
-            fut.add_done_callback(_consume)
-        return asyncio.shield(fut)
+        elif fut.done():
+            return fut  # answered: awaiting it returns at once and cancels nothing
+        waiter = fut.get_loop().create_future()
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            self._waiting[key] = [waiter]
+        else:
+            waiting.append(waiter)
+        return waiter
 
     def _settle(self, batch: dict[K, asyncio.Future[V | None]], task: asyncio.Task[None]) -> None:
         """A batch's task done: cancelled, maybe before its first step (its lifetime
@@ -195,8 +206,36 @@ class Loader(Generic[K, V]):
         if task.cancelled():
             if self._pending is batch:
                 self._pending = {}
-            for fut in batch.values():
-                fut.cancel()
+            self._answer(batch, cancelled=True)
+
+    def _answer(
+        self,
+        batch: dict[K, asyncio.Future[V | None]],
+        found: Mapping[K, V] | None = None,
+        error: BaseException | None = None,
+        *,
+        cancelled: bool = False,
+    ) -> None:
+        """Each key's outcome, remembered and given to its askers still waiting."""
+        waiting = self._waiting
+        for key, fut in batch.items():
+            if not fut.done():
+                if cancelled:
+                    fut.cancel()
+                elif error is not None:
+                    fut.set_exception(error)
+                    fut.exception()  # retrieved: its askers have their own
+                else:
+                    fut.set_result(found.get(key) if found is not None else None)
+            for waiter in waiting.pop(key, ()):
+                if waiter.done():  # its asker was cancelled
+                    continue
+                if fut.cancelled():
+                    waiter.cancel()
+                elif (exc := fut.exception()) is not None:
+                    waiter.set_exception(exc)
+                else:
+                    waiter.set_result(fut.result())
 
     async def _run(self, batch: dict[K, asyncio.Future[V | None]]) -> None:
         if self._pending is batch:  # its keys are all asked: the next key starts a batch
@@ -204,19 +243,14 @@ class Loader(Generic[K, V]):
         try:
             found = await self._fetch(list(batch))
         except asyncio.CancelledError:
-            for fut in batch.values():
-                fut.cancel()
+            self._answer(batch, cancelled=True)
             raise
         except BaseException as exc:
-            for fut in batch.values():
-                if not fut.done():
-                    fut.set_exception(exc)
+            self._answer(batch, error=exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        for key, fut in batch.items():
-            if not fut.done():
-                fut.set_result(found.get(key))
+        self._answer(batch, found)
 
 
 async def _run(make: Callable[[], Awaitable[T]]) -> T:
