@@ -194,7 +194,7 @@ async def test_a_stored_session_answered_by_index_has_one_view_made_without_a_ta
         views = await asyncio.gather(*(obs.view("s1") for _ in range(3)))
         assert views[0] is views[1] is views[2] is await obs.view("s1")
         assert views[0].length == 1 and not views[0].live
-        assert obs._stored_views._memo == {}
+        assert obs._folded_views._memo == {}
     finally:
         obs.close()
 

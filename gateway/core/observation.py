@@ -108,7 +108,7 @@ class Observation:
         self._indexed_views: dict[str, StoredView] = {}
         """Stored views answered by index, made by the first asker once its session is
         proved (a view is cheap to make: no task of its own); folded ones below."""
-        self._stored_views: PerKey[str, SessionView] = PerKey(lifetime, self._stored_view)
+        self._folded_views: PerKey[str, SessionView] = PerKey(lifetime, self._folded_view)
 
     # The corpus-wide parts are made on first use: a request for one session by id (the
     # common persisted read) never pages, filters or walks, and pays nothing for them.
@@ -231,12 +231,12 @@ class Observation:
             if stored.counts is not None:  # askers meanwhile proved the same answer
                 made = StoredView(self._event_reads, stored)
                 return self._indexed_views.setdefault(session_id, made)
-        return await self._stored_views.get(session_id)
+        return await self._folded_views.get(session_id)
 
-    async def _stored_view(self, session_id: str) -> SessionView:
+    async def _folded_view(self, session_id: str) -> SessionView:
+        """A stored session whose derivations do not cover its log (or a backend without
+        them): its whole log, loaded once and folded off the event loop."""
         stored = await self._stored.proved(session_id)
-        if self._event_reads is not None and stored.counts is not None:
-            return StoredView(self._event_reads, stored)
         events = await self._stored.log(session_id)
         fold = await asyncio.to_thread(fold_surface, events)
         return FoldedView(stored.header, events, fold, live=False)

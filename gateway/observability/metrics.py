@@ -113,9 +113,6 @@ DEFAULT_ROUTE_PREFIXES: Final = ("/static",)
 """Path prefixes counted as one route each (`/static/...` -> `/static`)."""
 
 BACKEND_OUTCOMES: Final = ("ok", "error", "cancelled")
-_MAX_BACKEND_KEYS: Final = 256
-"""Backend (method, outcome) pairs kept for reuse beyond the known methods' (a method
-labelled `other` is counted all the same, its children looked up again)."""
 
 
 def coroutine_methods(cls: type) -> frozenset[str]:
@@ -256,8 +253,8 @@ class GatewayMetrics:
         and checks its arguments, about 5 us a call, twice per request. Never removed
         (unlike operation names' series), so a child once made stays the live one."""
         self._backend_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
-        """The same per (backend method, outcome) label: twice per backend call. Bounded
-        (the methods' labels times three outcomes) and never removed."""
+        """The same per (backend method, outcome) label: twice per backend call. Never
+        removed."""
 
         self.subscriptions_active = Gauge(
             "graphql_subscriptions_active",
@@ -382,17 +379,14 @@ class GatewayMetrics:
         self.errors.labels(self.error_code_label(code)).inc()
 
     def record_backend_call(self, method: str, outcome: str, duration_seconds: float) -> None:
-        key = (method, outcome)
+        key = (
+            self.backend_method_label(method),
+            outcome if outcome in BACKEND_OUTCOMES else "error",
+        )
         children = self._backend_children.get(key)
-        if children is None:
-            label = self.backend_method_label(method)
-            shown = outcome if outcome in BACKEND_OUTCOMES else "error"
-            children = (
-                self.backend_calls.labels(label, shown),
-                self.backend_duration.labels(label),
-            )
-            if label != OTHER or len(self._backend_children) < _MAX_BACKEND_KEYS:
-                self._backend_children[key] = children
+        if children is None:  # bounded: the methods' labels times the three outcomes
+            children = (self.backend_calls.labels(*key), self.backend_duration.labels(key[0]))
+            self._backend_children[key] = children
         children[0].inc()
         children[1].observe(max(0.0, duration_seconds))
 

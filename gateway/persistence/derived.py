@@ -720,22 +720,14 @@ def _stored_extents(conn: ReadConn, session_ids: Iterable[str]) -> dict[str, Sto
     the read that proves the ids are stored, so the checks cost no extra query. Ids this
     transaction has read already are not read again (`_remember_extents`)."""
     ids = builtins.list(dict.fromkeys(session_ids))
-    out: dict[str, StoredExtent] = {}
-    seen: dict[str, Any] | None = conn.memo.get(_EXTENTS)
-    if seen:
-        rest = []
-        for sid in ids:
-            if sid not in seen:
-                rest.append(sid)
-            elif (row := seen[sid]) is not None:
-                out[sid] = StoredExtent(*(int(v) for v in row[-4:]))
-        ids = rest
-    for chunk in _chunks(ids, _ID_CHUNK):
-        rows = conn.rows(_SELECT_EXTENTS, {"ids": chunk})
-        _remember_extents(conn, chunk, rows)
-        for sid, *counts in rows:
-            out[sid] = StoredExtent(*(int(v) for v in counts))
-    return out
+    seen: dict[str, Any] = conn.memo.setdefault(_EXTENTS, {})
+    for chunk in _chunks([sid for sid in ids if sid not in seen], _ID_CHUNK):
+        _remember_extents(conn, chunk, conn.rows(_SELECT_EXTENTS, {"ids": chunk}))
+    return {
+        sid: StoredExtent(*(int(v) for v in row[-4:]))
+        for sid in ids
+        if (row := seen[sid]) is not None
+    }
 
 
 def _by_class(query: EventQuery, extent: StoredExtent) -> frozenset[int] | None:
