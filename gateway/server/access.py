@@ -27,7 +27,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from limits import RateLimitItem
-from starlette.datastructures import Headers, QueryParams
+from starlette.datastructures import QueryParams
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .codes import GatewayCode
@@ -123,7 +123,7 @@ def _is_page_request(scope: Scope) -> bool:
     and it is where a person types the token."""
     if scope.get("method") != "GET":
         return False
-    accept = Headers(scope=scope).get("accept", "")
+    accept = header(scope, b"accept") or ""
     params = QueryParams(scope.get("query_string", b""))
     return "text/html" in accept and "query" not in params and "documentId" not in params
 
