@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .backend import (
@@ -202,29 +203,41 @@ class SessionQuery(_Operations):
         with self._lock:
             return self._backend
 
+    def hold_snapshot(self) -> HeldSnapshot | None:
+        """A snapshot of the mounted backend opened before its observation, for a read
+        that must come first and belong to it (a caller's token, read at admission);
+        `observe(snapshot=)` then reads in it. None without a backend that has them.
+        The holder closes it when it never observes (`HeldSnapshot.close`)."""
+        with self._lock:
+            backend, caps = self._backend, self._caps
+        if backend is None or caps is None:
+            return None
+        snapshot = _snapshot_of(caps)
+        return None if snapshot is None else HeldSnapshot(snapshot, backend)
+
     def observe(
         self,
         scope: Scope | None = None,
         *,
         through: Callable[[PersistenceBackend], PersistenceBackend] | None = None,
+        snapshot: HeldSnapshot | None = None,
     ) -> Observation:
         """A fresh observation: sources as of now, loads remembered until it is dropped;
         within `scope` when given (SPEC §10). `through` wraps the mounted backend for
-        this observation only (a host's tracing proxy), leaving the query as it is."""
+        this observation only (a host's tracing proxy), leaving the query as it is.
+        `snapshot` (from `hold_snapshot`) is the one its reads share, when it is still
+        the mounted backend's; else it is closed and a new one is opened."""
         with self._lock:
             stores, backend, caps = tuple(self._stores), self._backend, self._caps
         release = None
+        if snapshot is not None and (backend is None or snapshot.backend is not backend):
+            snapshot.close()  # the backend was replaced since: its snapshot is not this one's
+            snapshot = None
         if backend is not None and caps is not None:
             # one snapshot for the observation's reads, where the backend has them (SPEC §7)
-            snapshot: Any = None
-            if caps.snapshots is not None:
-                snapshot = caps.snapshots.read_snapshot()
-            if not isinstance(snapshot, BackendSnapshot):
-                if inspect.iscoroutine(snapshot):  # a wrapper that made it a coroutine
-                    snapshot.close()
-                snapshot = None
-            if snapshot is not None:  # a view with the origin's capabilities (Observation)
-                backend, release = snapshot.backend, snapshot.close
+            found = snapshot.snapshot if snapshot is not None else _snapshot_of(caps)
+            if found is not None:  # a view with the origin's capabilities (Observation)
+                backend, release = found.backend, found.close
             if through is not None:
                 backend, caps = through(backend), None
         return Observation(stores, backend, scope, capabilities=caps, on_close=release)
@@ -236,6 +249,36 @@ class SessionQuery(_Operations):
         sources stay this query's (registering or mounting goes through it)."""
         scope = grants if isinstance(grants, Scope) else Scope.parse(grants)
         return ScopedSessionQuery(self, scope)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldSnapshot:
+    """A backend snapshot opened ahead of its observation (`SessionQuery.hold_snapshot`),
+    with the backend that made it: an observation uses it only while that backend is
+    still the mounted one."""
+
+    snapshot: BackendSnapshot
+    backend: PersistenceBackend
+
+    @property
+    def reads(self) -> PersistenceBackend:
+        """The backend reading in the snapshot."""
+        return self.snapshot.backend
+
+    def close(self) -> None:
+        self.snapshot.close()
+
+
+def _snapshot_of(caps: Capabilities) -> BackendSnapshot | None:
+    """The backend's snapshot for one observation, or None where it has none."""
+    if caps.snapshots is None:
+        return None
+    snapshot: Any = caps.snapshots.read_snapshot()
+    if isinstance(snapshot, BackendSnapshot):
+        return snapshot
+    if inspect.iscoroutine(snapshot):  # a wrapper that made it a coroutine
+        snapshot.close()
+    return None
 
 
 class ScopedSessionQuery(_Operations):

@@ -298,6 +298,16 @@ class SqlBase:
         """Jobs handed to the SQLite reader threads so far (tests count them)."""
         return 0 if self._readers is None else self._readers.hops
 
+    def sql_view(self) -> SqlBase:
+        """This object itself: what a proxy of it (metrics, tracing) answers too, since
+        proxies pass synchronous methods through. How a reader that is handed a
+        snapshot's backend finds the SQL view behind it (`TokenStore.authenticate`)."""
+        return self
+
+    def reads_database_of(self, other: SqlBase) -> bool:
+        """Whether this view reads the database `other` reads (the same origin)."""
+        return self._origin is other._origin
+
     def read_snapshot(self) -> BackendSnapshot | None:
         """This backend with its reads in one snapshot, for one observation
         (`gateway.core.backend.ReadSnapshots`); None where the engine gives none

@@ -274,13 +274,18 @@ class TokenStore:
             )
         return _info(tuple(row))
 
-    async def authenticate(self, token: str) -> TokenInfo:
-        """The active token this string is, or TokenRefused saying why not."""
+    async def authenticate(self, token: str, within: object | None = None) -> TokenInfo:
+        """The active token this string is, or TokenRefused saying why not.
+
+        `within`: a backend reading in a request's snapshot (a `BackendSnapshot`'s,
+        maybe behind proxies). When it reads this store's database, the token is read
+        in that snapshot, as the request's first read: one transaction (on PostgreSQL
+        one connection and its renewal) for the token and the request's reads."""
         match = _TOKEN_RE.fullmatch(token)
         if match is None:
             raise TokenRefused("the bearer token is not a session-gateway token")
         token_id, secret = match.groups()
-        rows = await self._db._read(
+        rows = await self._reader(within)._read(
             lambda conn: conn.rows(_SELECT_TOKEN, {"tid": token_id}), inline=True
         )
         row = rows[0] if rows else None
@@ -296,6 +301,15 @@ class TokenStore:
         if info.last_used_at is None or now - info.last_used_at >= LAST_USED_RESOLUTION_MS:
             self._used[token_id] = max(now, self._used.get(token_id, now))  # written later
         return info
+
+    def _reader(self, within: object | None) -> SqlBase:
+        """The view to read a token in: `within`'s when it is this database's."""
+        if within is not None:
+            view = getattr(within, "sql_view", None)
+            found = view() if callable(view) else None
+            if isinstance(found, SqlBase) and found.reads_database_of(self._db):
+                return found
+        return self._db
 
     # -- last_used_at, off the request path ------------------------------------------
 

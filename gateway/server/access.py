@@ -34,7 +34,13 @@ from .codes import GatewayCode
 from .errors import new_correlation_id, send_error, simple_error
 from .headers import header
 from .operation import Caller, Refused
-from .principal import Authenticate, Principal, Unauthenticated, attach_principal
+from .principal import (
+    Authenticate,
+    AuthenticateWithin,
+    Principal,
+    Unauthenticated,
+    attach_principal,
+)
 from .ratelimit import RateCounter, Spent, describe
 
 logger = logging.getLogger("gateway.server.auth")
@@ -66,7 +72,13 @@ class Access:
 
     def __init__(self, authenticate: Authenticate | None, rate: Sequence[RateLimitItem]) -> None:
         self._authenticate = authenticate
+        self._within = authenticate.within if isinstance(authenticate, AuthenticateWithin) else None
         self._counter = RateCounter(rate) if rate else None
+
+    @property
+    def reads_in_snapshot(self) -> bool:
+        """The credentials can be read in the request's snapshot (`AuthenticateWithin`)."""
+        return self._within is not None
 
     @property
     def checks_credentials(self) -> bool:
@@ -76,9 +88,10 @@ class Access:
     def enabled(self) -> bool:
         return self._authenticate is not None or self._counter is not None
 
-    async def admit(self, caller: Caller) -> Principal | None:
-        """The principal of one operation (None with auth off), counted against its rate."""
-        principal = await self.authenticate(caller)
+    async def admit(self, caller: Caller, reads: object | None = None) -> Principal | None:
+        """The principal of one operation (None with auth off), counted against its rate;
+        its credentials read in `reads`' snapshot when given (`reads_in_snapshot`)."""
+        principal = await self.authenticate(caller, reads)
         if self._counter is not None:
             key = f"token:{principal.name}" if principal else f"address:{caller.address}"
             spent = await self._counter.hit(key)
@@ -87,8 +100,9 @@ class Access:
                 raise _rate_limited(f"{who} may make {describe(spent.item)}", spent)
         return principal
 
-    async def authenticate(self, caller: Caller) -> Principal | None:
-        """Steps 1 and 2 of the module docstring: the caller's principal now."""
+    async def authenticate(self, caller: Caller, reads: object | None = None) -> Principal | None:
+        """Steps 1 and 2 of the module docstring: the caller's principal now (read in
+        `reads`' snapshot when given and the authenticator can)."""
         if self._authenticate is None:
             return None
         failed_key = f"failed-auth:{caller.address}"
@@ -98,6 +112,8 @@ class Access:
                 allowance = f"this client may fail authentication {describe(spent.item)}"
                 raise _rate_limited(allowance, spent)
         try:
+            if reads is not None and self._within is not None:
+                return await self._within(caller.authorization, reads)
             return await self._authenticate(caller.authorization)
         except Unauthenticated as exc:
             if self._counter is not None:

@@ -23,25 +23,35 @@ from __future__ import annotations
 
 from gateway.persistence.tokens import TokenRefused, TokenStore
 
-from .principal import Authenticate, Principal, Unauthenticated
+from .principal import Principal, Unauthenticated
 
 
-def token_authenticator(tokens: TokenStore) -> Authenticate:
+def token_authenticator(tokens: TokenStore) -> TokenAuthenticator:
     """`Authenticate` over the database's access tokens (read afresh on every call)."""
+    return TokenAuthenticator(tokens)
 
-    async def authenticate(authorization: str | None) -> Principal:
+
+class TokenAuthenticator:
+    """Bearer tokens to principals (`AuthenticateWithin`): a token is read in the
+    request's snapshot when the pipeline gives one of the token store's database."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+
+    async def __call__(self, authorization: str | None) -> Principal:
+        return await self.within(authorization, None)
+
+    async def within(self, authorization: str | None, reads: object) -> Principal:
         if not authorization or not authorization.strip():
             raise Unauthenticated("this gateway needs an `Authorization: Bearer <token>` header")
         scheme, _, value = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             raise Unauthenticated("use `Authorization: Bearer <token>`")
         try:
-            info = await tokens.authenticate(value.strip())
+            info = await self._tokens.authenticate(value.strip(), reads)
         except TokenRefused as refused:
             raise Unauthenticated(refused.reason) from None
         return Principal(info.name, info.grants, info.trusted_documents_only)
 
-    return authenticate
 
-
-__all__ = ["token_authenticator"]
+__all__ = ["TokenAuthenticator", "token_authenticator"]

@@ -36,7 +36,7 @@ from gateway.core import (
     SessionView,
 )
 from gateway.core.filters import EventFilter
-from gateway.core.query import trace_event, trace_session
+from gateway.core.query import HeldSnapshot, trace_event, trace_session
 
 from .budget import ResponseBudget
 from .cursors import CursorCodec
@@ -98,21 +98,23 @@ class Context:
         *,
         backend_view: Callable[[PersistenceBackend], PersistenceBackend] | None = None,
         budget: ResponseBudget | None = None,
+        snapshot: HeldSnapshot | None = None,
     ) -> Context:
         """The context of one request, within the caller's scope when auth is on: its
         observation sees the scoped corpus and its cursors are the caller's own.
         `backend_view` wraps the mounted backend for this app (tracing) without
         changing the caller's `SessionQuery`; `budget` is the operation's (else an
-        unlimited one), its start the context's (one clock read, not two)."""
+        unlimited one), its start the context's (one clock read, not two); `snapshot`
+        the one its reads share (its credentials were read in it)."""
         if budget is None:
             budget = ResponseBudget()
         if principal is None:
-            obs = query.observe(through=backend_view)
+            obs = query.observe(through=backend_view, snapshot=snapshot)
             return cls(query, obs, cursors, query.read_window_max, budget.started, budget=budget)
         scope = Scope.parse(principal.grants)
         return cls(
             query,
-            query.observe(scope, through=backend_view),
+            query.observe(scope, through=backend_view, snapshot=snapshot),
             cursors.for_audience(principal.name),
             query.read_window_max,
             budget.started,

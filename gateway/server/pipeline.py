@@ -78,6 +78,7 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 
 from gateway.core import PersistenceBackend, SessionQuery
+from gateway.core.query import HeldSnapshot
 from gateway.core.tail import ReplayGate, TailLagged
 from gateway.observability.metrics import GatewayMetrics
 
@@ -147,6 +148,9 @@ class Admitted:
     request: OperationRequest
     principal: Principal | None
     prepared: Prepared
+    snapshot: HeldSnapshot | None = None
+    """The snapshot its credentials were read in, for its execution's reads (a query or
+    mutation's: a subscription observes afresh per event, and holds none)."""
 
     @property
     def is_subscription(self) -> bool:
@@ -189,9 +193,28 @@ class OperationPipeline:
     # -- the rules ----------------------------------------------------------------------
 
     async def admit(self, request: OperationRequest) -> Admitted:
-        """The operation, admitted by every rule in order; else Refused (counted)."""
+        """The operation, admitted by every rule in order; else Refused (counted).
+
+        With an authenticator that can (`Access.reads_in_snapshot`), the credentials are
+        read in the snapshot the operation's own reads then share (`Admitted.snapshot`):
+        the request's first read, one transaction for the token and the data."""
+        held = self.query.hold_snapshot() if self.access.reads_in_snapshot else None
         try:
-            principal = await self.access.admit(request.caller)
+            admitted = await self._admit(request, held)
+        except BaseException:
+            if held is not None:
+                held.close()
+            raise
+        if held is not None and admitted.is_subscription:
+            held.close()  # each of its executions observes afresh
+            return dataclasses.replace(admitted, snapshot=None)
+        return admitted
+
+    async def _admit(self, request: OperationRequest, held: HeldSnapshot | None) -> Admitted:
+        try:
+            principal = await self.access.admit(
+                request.caller, None if held is None else held.reads
+            )
         except Refused as refused:
             self.count(refused.errors)
             raise
@@ -217,7 +240,7 @@ class OperationPipeline:
             if full is not None:
                 self.count(full.errors)
                 raise full
-        return Admitted(request, principal, prepared)
+        return Admitted(request, principal, prepared, held)
 
     def _refused_operation(self, request: OperationRequest, refused: Refused) -> None:
         """An operation refused for its document is still an operation: counted and timed
@@ -227,15 +250,25 @@ class OperationPipeline:
         if self._on_refused is not None:
             self._on_refused(name, refused.operation_type, refused.codes)
 
-    def context(self, principal: Principal | None, prepared: Prepared | None = None) -> Context:
+    def context(
+        self,
+        principal: Principal | None,
+        prepared: Prepared | None = None,
+        snapshot: HeldSnapshot | None = None,
+    ) -> Context:
         """A fresh context (one observation of the corpus) for `principal`, running the
-        `prepared` document when given."""
+        `prepared` document when given, its reads in `snapshot` when given."""
         limits = self.config.limits
         budget = ResponseBudget(
             limits.max_response_bytes, limits.max_cost, shared=self.answer_bytes
         )
         context = Context.for_request(
-            self.query, self.cursors, principal, backend_view=self._backend_view, budget=budget
+            self.query,
+            self.cursors,
+            principal,
+            backend_view=self._backend_view,
+            budget=budget,
+            snapshot=snapshot,
         )
         context.prepared = prepared
         return context
@@ -245,7 +278,7 @@ class OperationPipeline:
     async def execute(self, admitted: Admitted) -> Answer:
         """Run a query (or mutation) within the operation timeout: its formatted result."""
         timeout = self.config.limits.operation_timeout
-        context = self.context(admitted.principal, admitted.prepared)
+        context = self.context(admitted.principal, admitted.prepared, admitted.snapshot)
         token = current_context.set(context)
         try:
             async with asyncio.timeout(timeout):  # in this task: see the module docstring

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 STATE_KEY = "principal"
 
@@ -44,6 +44,17 @@ class Unauthenticated(Exception):
 Authenticate = Callable[[str | None], Awaitable[Principal]]
 
 
+@runtime_checkable
+class AuthenticateWithin(Protocol):
+    """An `Authenticate` that can also read the credentials in the request's own
+    snapshot (`reads`: the backend reading in it), as the request's first read; the
+    pipeline then runs the operation's reads in the same snapshot."""
+
+    def __call__(self, authorization: str | None, /) -> Awaitable[Principal]: ...
+
+    def within(self, authorization: str | None, reads: object, /) -> Awaitable[Principal]: ...
+
+
 def principal_of(scope: Mapping[str, Any]) -> Principal | None:
     """The principal stored in an ASGI scope (or a Starlette request), None when auth is off."""
     state = scope.get("state")
@@ -61,6 +72,7 @@ def attach_principal(scope: MutableMapping[str, Any], principal: Principal) -> N
 __all__ = [
     "STATE_KEY",
     "Authenticate",
+    "AuthenticateWithin",
     "Principal",
     "Unauthenticated",
     "attach_principal",
