@@ -304,10 +304,6 @@ class SqlBase:
         snapshot's backend finds the SQL view behind it (`TokenStore.authenticate`)."""
         return self
 
-    def reads_database_of(self, other: SqlBase) -> bool:
-        """Whether this view reads the database `other` reads (the same origin)."""
-        return self._origin is other._origin
-
     def read_snapshot(self) -> BackendSnapshot | None:
         """This backend with its reads in one snapshot, for one observation
         (`gateway.core.backend.ReadSnapshots`); None where the engine gives none

@@ -307,7 +307,7 @@ class TokenStore:
         if within is not None:
             view = getattr(within, "sql_view", None)
             found = view() if callable(view) else None
-            if isinstance(found, SqlBase) and found.reads_database_of(self._db):
+            if isinstance(found, SqlBase) and found._origin is self._db._origin:
                 return found
         return self._db
 

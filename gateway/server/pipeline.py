@@ -200,15 +200,11 @@ class OperationPipeline:
         the request's first read, one transaction for the token and the data."""
         held = self.query.hold_snapshot() if self.access.reads_in_snapshot else None
         try:
-            admitted = await self._admit(request, held)
+            return await self._admit(request, held)
         except BaseException:
             if held is not None:
                 held.close()
             raise
-        if held is not None and admitted.is_subscription:
-            held.close()  # each of its executions observes afresh
-            return dataclasses.replace(admitted, snapshot=None)
-        return admitted
 
     async def _admit(self, request: OperationRequest, held: HeldSnapshot | None) -> Admitted:
         try:
@@ -240,6 +236,9 @@ class OperationPipeline:
             if full is not None:
                 self.count(full.errors)
                 raise full
+            if held is not None:
+                held.close()  # each of its executions observes afresh
+                held = None
         return Admitted(request, principal, prepared, held)
 
     def _refused_operation(self, request: OperationRequest, refused: Refused) -> None:
