@@ -7,7 +7,9 @@
 * no schema extension hooks per-field resolution, and plain attribute fields have no
   resolver;
 * `serve`'s protocol classes keep the header timeout and the connection cap on both
-  uvicorn parsers (httptools and h11), checked against a real uvicorn server.
+  uvicorn parsers (httptools and h11), checked against a real uvicorn server;
+* a response's head leaves with its body in one send (`HeadWithBody`), on a real
+  socket pair; a head whose body comes later is not held past its loop turn.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gateway import SessionQuery, SessionStore, create_app
 from gateway.observability.metrics import GatewayMetrics, metrics_extension
 from gateway.server.config import ConnectionLimits, GatewayConfig, Limits
 from gateway.server.connections import (
+    HeadWithBody,
     LimitedH11Protocol,
     LimitedHttpToolsProtocol,
     gated_listener,
@@ -189,12 +192,14 @@ async def _answer(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _served(http: str, limits: ConnectionLimits, cap: int) -> AsyncIterator[int]:
+async def _served(
+    http: str, limits: ConnectionLimits, cap: int, app: Any = _answer
+) -> AsyncIterator[int]:
     protocol = limited_protocol(limits, cap, http)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(_answer, http=protocol, lifespan="off", log_config=None)
+    config = uvicorn.Config(app, http=protocol, lifespan="off", log_config=None)
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[gated_listener(sock, protocol.gate)]))
@@ -265,3 +270,70 @@ async def test_the_header_timeout_and_the_cap_hold_on_either_parser(http: str) -
         assert await _closed_within(fresh[0], 1.0) is None  # answered: waits idle, kept
         for _, writer in (silent, half, kept, extra, over, fresh):
             writer.close()
+
+
+@contextlib.asynccontextmanager
+async def _socket_pair() -> AsyncIterator[tuple[asyncio.Transport, socket.socket]]:
+    """A real asyncio transport on one end of a socket pair, the other end a plain
+    non-blocking socket: what the transport sends is in the peer's buffer at once."""
+    ours, peer = socket.socketpair()
+    peer.setblocking(False)
+    transport, _ = await asyncio.get_running_loop().connect_accepted_socket(asyncio.Protocol, ours)
+    try:
+        yield transport, peer  # type: ignore[misc]
+    finally:
+        transport.close()
+        peer.close()
+
+
+def _pending(peer: socket.socket) -> bytes:
+    try:
+        return peer.recv(65536)
+    except BlockingIOError:
+        return b"<nothing>"
+
+
+async def test_a_response_head_leaves_with_its_body_in_one_send() -> None:
+    async with _socket_pair() as (transport, peer):
+        wire = HeadWithBody(transport)
+        wire.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        assert _pending(peer) == b"<nothing>"  # held for the body
+        wire.write(b"ok")
+        assert _pending(peer) == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+        wire.write(b"more")  # later writes go straight out
+        assert _pending(peer) == b"more"
+        await asyncio.sleep(0)
+        assert _pending(peer) == b"<nothing>"  # the end-of-turn flush sends nothing again
+
+
+async def test_a_held_head_is_sent_at_the_end_of_its_turn_or_on_close() -> None:
+    async with _socket_pair() as (transport, peer):
+        wire = HeadWithBody(transport)
+        wire.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        await asyncio.sleep(0)
+        assert _pending(peer) == b"HTTP/1.1 200 OK\r\n\r\n"  # a streamed body comes later
+    async with _socket_pair() as (transport, peer):
+        wire = HeadWithBody(transport)
+        wire.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        wire.close()
+        await asyncio.sleep(0.05)
+        assert peer.recv(65536) == b"HTTP/1.1 204 No Content\r\n\r\n"
+        assert peer.recv(65536) == b""  # then the end
+
+
+async def _slow_body(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    assert scope["type"] == "http"
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await asyncio.sleep(0.5)
+    await send({"type": "http.response.body", "body": b"late"})
+
+
+async def test_a_served_head_is_not_held_for_a_body_that_comes_later() -> None:
+    async with _served("httptools", ConnectionLimits(), 4, _slow_body) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(REQUEST)
+        started = time.monotonic()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200") and time.monotonic() - started < 0.4
+        assert b"late" in await asyncio.wait_for(reader.readuntil(b"late"), 5)
+        writer.close()

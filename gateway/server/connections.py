@@ -410,6 +410,46 @@ class LimitedH11Protocol(_ConnectionLimits, H11Protocol):
         self.transport.close()
 
 
+class HeadWithBody:
+    """A response's transport that sends its head with the first body write, in one
+    `send`: uvicorn writes the status line and headers, then the body, each its own
+    syscall and TCP segment, and the client wakes for the head only to wait again for
+    the body. Measured on the 2-core VM (`wrk -c1`, `{__typename}`): the two `send`s
+    were ~27 % of the server's samples. The head is held only until the end of the loop
+    turn it was written in (a streaming response, SSE, still sends its head at once),
+    and `close` sends it first."""
+
+    __slots__ = ("_held", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = b""
+        """The head while held; b"" before it, None once sent."""
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if held is None:
+            self._transport.write(data)
+        elif held:
+            self._held = None
+            self._transport.write(held + data)
+        else:  # the head: held for the body of the same turn
+            self._held = bytes(data)
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class LimitedHttpToolsProtocol(_ConnectionLimits, HttpToolsProtocol):
     """uvicorn's httptools protocol with the same limits as `LimitedH11Protocol`.
 
@@ -421,10 +461,15 @@ class LimitedHttpToolsProtocol(_ConnectionLimits, HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._heads = 0  # requests whose headers are complete
         self._answered = 0  # responses complete
+        self._coalesced: object = None  # the cycle whose transport is a HeadWithBody
 
     def on_headers_complete(self) -> None:
         self._heads += 1
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._coalesced:  # a new request's cycle
+            self._coalesced = cycle
+            cycle.transport = cast(asyncio.Transport, HeadWithBody(cycle.transport))
 
     def on_response_complete(self) -> None:
         self._answered += 1
