@@ -337,3 +337,31 @@ async def test_a_served_head_is_not_held_for_a_body_that_comes_later() -> None:
         assert head.startswith(b"HTTP/1.1 200") and time.monotonic() - started < 0.4
         assert b"late" in await asyncio.wait_for(reader.readuntil(b"late"), 5)
         writer.close()
+
+
+async def _echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    assert scope["type"] == "http"
+    size, more = 0, True
+    while more:
+        message = await receive()
+        size += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"got %d" % size})
+
+
+async def test_a_100_continue_is_sent_before_the_body_is_read() -> None:
+    """The interim `100 Continue` is a write of its own before the request's body: it
+    leaves by its turn's end, the client sends the body, then the answer comes."""
+    async with _served("httptools", ConnectionLimits(), 4, _echo_length) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert interim.startswith(b"HTTP/1.1 100")
+        writer.write(b"hello")
+        answer = await asyncio.wait_for(reader.readuntil(b"got 5"), 5)
+        assert answer.startswith(b"HTTP/1.1 200")
+        writer.close()
