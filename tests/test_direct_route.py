@@ -1,29 +1,34 @@
-"""`/graphql` over HTTP reaches its endpoint without Starlette's exception layer and
-router (`gateway.server.direct_route`): the endpoint must see the scope the router would
-have given it, after every rule of the stack, and every other request must go through
-the router as before."""
+"""`/graphql` over HTTP and WebSocket reaches its endpoint without Starlette's exception
+layer and router (`gateway.server.direct_route`): the endpoint must see the scope the
+router would have given it, after every rule of the stack, and every other request must
+go through the router as before."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from websockets.sync.client import connect
 
 from gateway import SessionQuery, SessionStore, create_app
 from gateway.server.direct_route import DirectRoute
+from tests.support.server import running_server
 
 KEYS = ("route", "endpoint", "path_params", "router", "app", "path", "root_path")
 
 
-def _recording_app(direct: bool) -> tuple[Any, list[dict[str, Any]]]:
+def _recording_app(
+    direct: bool, kind: type[Route | WebSocketRoute] = Route
+) -> tuple[Any, list[dict[str, Any]]]:
     app = create_app(SessionQuery(live=[SessionStore()]))
     if not direct:
         assert app.user_middleware[-1].cls is DirectRoute
         app.user_middleware.pop()
     seen: list[dict[str, Any]] = []
-    route = next(r for r in app.routes if isinstance(r, Route) and r.path == "/graphql")
+    route = next(r for r in app.routes if type(r) is kind and r.path == "/graphql")
     graphql = route.app
 
     async def recorder(scope: Any, receive: Any, send: Any) -> None:
@@ -69,3 +74,32 @@ async def test_other_paths_still_go_through_the_router() -> None:
         r = await c.post("/graphql/", json={"query": "{ __typename }"})
         assert r.status_code == 307  # the router's trailing-slash redirect
     assert seen == []
+
+
+def test_the_graphql_websocket_sees_the_scope_the_router_gives_it() -> None:
+    scopes = []
+    for direct in (True, False):
+        app, seen = _recording_app(direct, WebSocketRoute)
+        with running_server(app) as base:
+            url = base.replace("http://", "ws://") + "/graphql"
+            with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+                ws.send(json.dumps({"type": "connection_init"}))
+                assert json.loads(ws.recv(timeout=10))["type"] == "connection_ack"
+                ws.send(
+                    json.dumps(
+                        {"id": "1", "type": "subscribe", "payload": {"query": "{ __typename }"}}
+                    )
+                )
+                assert json.loads(ws.recv(timeout=10)) == {
+                    "id": "1",
+                    "type": "next",
+                    "payload": {"data": {"__typename": "Query"}},
+                }
+        assert len(seen) == 1
+        scopes.append(seen[0])
+    ours, theirs = scopes
+    assert ours.pop("exc") is False and theirs.pop("exc") is True  # the one difference
+    assert ours["route"] is not None and ours["route"].path == "/graphql"
+    assert ours["router"] is not None and ours["path_params"] == theirs["path_params"] == {}
+    assert {k: type(v) for k, v in ours.items()} == {k: type(v) for k, v in theirs.items()}
+    assert ours["path"] == theirs["path"]

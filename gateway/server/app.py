@@ -218,9 +218,10 @@ def create_app(
                     await task
 
     graphql_route = Route(GRAPHQL_PATH, endpoint)
+    graphql_socket = WebSocketRoute(GRAPHQL_PATH, websocket)
     routes: list[Route | WebSocketRoute | Mount] = [
         graphql_route,
-        WebSocketRoute(GRAPHQL_PATH, websocket),
+        graphql_socket,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         # the same caller rules as /graphql: the endpoint asks the pipeline's `access`
@@ -263,9 +264,11 @@ def create_app(
         ],
         lifespan=lifespan,
     )
-    # innermost, after every rule above: /graphql over HTTP skips Starlette's exception
-    # layer and router (`gateway.server.direct_route` says why and what it keeps)
-    app.user_middleware.append(Middleware(DirectRoute, route=graphql_route, router=app.router))
+    # innermost, after every rule above: /graphql over HTTP and WebSocket skips Starlette's
+    # exception layer and router (`gateway.server.direct_route` says why and what it keeps)
+    app.user_middleware.append(
+        Middleware(DirectRoute, route=graphql_route, router=app.router, socket=graphql_socket)
+    )
     return app
 
 
