@@ -365,3 +365,17 @@ async def test_a_100_continue_is_sent_before_the_body_is_read() -> None:
         answer = await asyncio.wait_for(reader.readuntil(b"got 5"), 5)
         assert answer.startswith(b"HTTP/1.1 200")
         writer.close()
+
+
+async def test_a_head_request_gets_its_head_and_the_connection_goes_on() -> None:
+    """A HEAD answer is a head alone (uvicorn writes no body): it leaves by its turn's
+    end, and the next request on the connection is answered after it."""
+    async with _served("httptools", ConnectionLimits(), 4) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"HEAD / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200")
+        writer.write(REQUEST)
+        answer = await asyncio.wait_for(reader.readuntil(b"ok"), 5)
+        assert answer.startswith(b"HTTP/1.1 200")  # nothing of the HEAD's before it
+        writer.close()
