@@ -192,9 +192,9 @@ async def _answer(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _served(
+async def _serving(
     http: str, limits: ConnectionLimits, cap: int, app: Any = _answer
-) -> AsyncIterator[int]:
+) -> AsyncIterator[tuple[int, uvicorn.Server]]:
     protocol = limited_protocol(limits, cap, http)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -208,10 +208,18 @@ async def _served(
             break
         await asyncio.sleep(0.01)
     try:
-        yield port
+        yield port, server
     finally:
         server.should_exit = True
         await task
+
+
+@contextlib.asynccontextmanager
+async def _served(
+    http: str, limits: ConnectionLimits, cap: int, app: Any = _answer
+) -> AsyncIterator[int]:
+    async with _serving(http, limits, cap, app) as (port, _server):
+        yield port
 
 
 async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> float | None:
@@ -328,13 +336,17 @@ async def _slow_body(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"late"})
 
 
-async def test_a_served_head_is_not_held_for_a_body_that_comes_later() -> None:
-    async with _served("httptools", ConnectionLimits(), 4, _slow_body) as port:
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+async def test_a_served_head_is_not_held_for_a_body_that_comes_later(http: str) -> None:
+    async with _serving(http, ConnectionLimits(), 4, _slow_body) as (port, server):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(REQUEST)
         started = time.monotonic()
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 200") and time.monotonic() - started < 0.4
+        # the request's cycle (either parser's) writes through a HeadWithBody
+        (connection,) = server.server_state.connections
+        assert isinstance(connection.cycle.transport, HeadWithBody)  # type: ignore[attr-defined]
         assert b"late" in await asyncio.wait_for(reader.readuntil(b"late"), 5)
         writer.close()
 
@@ -350,10 +362,11 @@ async def _echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"got %d" % size})
 
 
-async def test_a_100_continue_is_sent_before_the_body_is_read() -> None:
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+async def test_a_100_continue_is_sent_before_the_body_is_read(http: str) -> None:
     """The interim `100 Continue` is a write of its own before the request's body: it
     leaves by its turn's end, the client sends the body, then the answer comes."""
-    async with _served("httptools", ConnectionLimits(), 4, _echo_length) as port:
+    async with _served(http, ConnectionLimits(), 4, _echo_length) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(
             b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
@@ -367,10 +380,11 @@ async def test_a_100_continue_is_sent_before_the_body_is_read() -> None:
         writer.close()
 
 
-async def test_a_head_request_gets_its_head_and_the_connection_goes_on() -> None:
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+async def test_a_head_request_gets_its_head_and_the_connection_goes_on(http: str) -> None:
     """A HEAD answer is a head alone (uvicorn writes no body): it leaves by its turn's
     end, and the next request on the connection is answered after it."""
-    async with _served("httptools", ConnectionLimits(), 4) as port:
+    async with _served(http, ConnectionLimits(), 4) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"HEAD / HTTP/1.1\r\nHost: localhost\r\n\r\n")
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)

@@ -26,6 +26,10 @@ there: asyncio accepts up to 2,048 connections per loop turn before any protocol
 starts, so a check in `connection_made` alone would let a burst reach EMFILE.
 `connection_cap` keeps the cap below the file-descriptor limit. Each limit logs at
 most one line per `limits.log_interval`, with how many times it acted meanwhile.
+
+Not a limit, but the same protocol classes: each request's cycle writes through a
+`HeadWithBody`, so a response's head leaves with its body in one `send` (uvicorn
+writes them apart on either parser).
 """
 
 from __future__ import annotations
@@ -395,6 +399,14 @@ class LimitedH11Protocol(_ConnectionLimits, H11Protocol):
     Use `limited_protocol(limits)`, which makes a subclass holding the limits, the
     connection gate and the log lines every connection of one server shares."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._coalesced: object = None  # the cycle whose transport is a HeadWithBody
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        self._coalesced = HeadWithBody.wrap(self.cycle, self._coalesced)
+
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._cancel_header_timer()
         super().handle_websocket_upgrade(event)
@@ -412,12 +424,13 @@ class LimitedH11Protocol(_ConnectionLimits, H11Protocol):
 
 class HeadWithBody:
     """A response's transport that sends its head with the first body write, in one
-    `send`: uvicorn writes the status line and headers, then the body, each its own
-    syscall and TCP segment, and the client wakes for the head only to wait again for
-    the body. Measured on the 2-core VM (`wrk -c1`, `{__typename}`): the two `send`s
-    were ~27 % of the server's samples. The head is held only until the end of the loop
-    turn it was written in (a streaming response, SSE, still sends its head at once),
-    and `close` sends it first."""
+    `send`: uvicorn (httptools and h11 alike) writes the status line and headers, then
+    the body, each its own syscall and TCP segment, and the client wakes for the head
+    only to wait again for the body. Measured on the 2-core VM (`wrk -c1`,
+    `{__typename}`, httptools): the two `send`s were ~27 % of the server's samples,
+    and one request at a time ran at about twice the rate with one. The head is held
+    only until the end of the loop turn it was written in (a streaming response, SSE,
+    still sends its head at once), and `close` sends it first."""
 
     __slots__ = ("_held", "_transport")
 
@@ -425,6 +438,16 @@ class HeadWithBody:
         self._transport = transport
         self._held: bytes | None = b""
         """The head while held; b"" before it, None once sent."""
+
+    @classmethod
+    def wrap(cls, cycle: Any, wrapped: object) -> object:
+        """Give `cycle` (a protocol's current request cycle, either parser's) a
+        `HeadWithBody` unless it is `wrapped`, the cycle last given one; the cycle
+        that now has one (`wrapped` again when `cycle` is None or is it)."""
+        if cycle is None or cycle is wrapped:
+            return wrapped
+        cycle.transport = cast(asyncio.Transport, cls(cycle.transport))
+        return cycle
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         held = self._held
@@ -466,10 +489,7 @@ class LimitedHttpToolsProtocol(_ConnectionLimits, HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._heads += 1
         super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is not None and cycle is not self._coalesced:  # a new request's cycle
-            self._coalesced = cycle
-            cycle.transport = cast(asyncio.Transport, HeadWithBody(cycle.transport))
+        self._coalesced = HeadWithBody.wrap(self.cycle, self._coalesced)
 
     def on_response_complete(self) -> None:
         self._answered += 1
