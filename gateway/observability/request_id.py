@@ -107,8 +107,9 @@ class RequestIdMiddleware:
         token = correlation_id.set(rid)
         try:
             self._sentry(rid)
-            if scope["type"] == "websocket":  # no response head to add it to: each of its
-                await self.app(scope, receive, send)  # frames is sent without a wrapper's call
+            if scope["type"] == "websocket":
+                # no response head to add it to, and a wrapper would be a call per frame
+                await self.app(scope, receive, send)
                 return
 
             async def send_with_id(message: Message) -> None:

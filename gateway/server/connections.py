@@ -316,6 +316,7 @@ class _ConnectionLimits:
     connections: set[Any]
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
+    cycle: Any  # the current request's RequestResponseCycle (each parser has its own)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # uvicorn's protocol, next in the MRO
@@ -324,6 +325,13 @@ class _ConnectionLimits:
         self._header_timer: asyncio.TimerHandle | None = None
         self._refused = False
         self.gate.connections = self.connections
+
+    def _coalesce_cycle(self) -> None:
+        """Give the current request's cycle a `HeadWithBody`, once: a cycle that still
+        writes to the protocol's own transport has none yet."""
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:
+            cycle.transport = cast(asyncio.Transport, HeadWithBody(self.transport))
 
     # uvicorn's protocol hooks, wrapped (each calls the protocol's own through super())
 
@@ -399,13 +407,9 @@ class LimitedH11Protocol(_ConnectionLimits, H11Protocol):
     Use `limited_protocol(limits)`, which makes a subclass holding the limits, the
     connection gate and the log lines every connection of one server shares."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._coalesced: object = None  # the cycle whose transport is a HeadWithBody
-
     def handle_events(self) -> None:
         super().handle_events()
-        self._coalesced = HeadWithBody.wrap(self.cycle, self._coalesced)
+        self._coalesce_cycle()
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._cancel_header_timer()
@@ -438,16 +442,6 @@ class HeadWithBody:
         self._transport = transport
         self._held: bytes | None = b""
         """The head while held; b"" before it, None once sent."""
-
-    @classmethod
-    def wrap(cls, cycle: Any, wrapped: object) -> object:
-        """Give `cycle` (a protocol's current request cycle, either parser's) a
-        `HeadWithBody` unless it is `wrapped`, the cycle last given one; the cycle
-        that now has one (`wrapped` again when `cycle` is None or is it)."""
-        if cycle is None or cycle is wrapped:
-            return wrapped
-        cycle.transport = cast(asyncio.Transport, cls(cycle.transport))
-        return cycle
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         held = self._held
@@ -484,12 +478,11 @@ class LimitedHttpToolsProtocol(_ConnectionLimits, HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._heads = 0  # requests whose headers are complete
         self._answered = 0  # responses complete
-        self._coalesced: object = None  # the cycle whose transport is a HeadWithBody
 
     def on_headers_complete(self) -> None:
         self._heads += 1
         super().on_headers_complete()
-        self._coalesced = HeadWithBody.wrap(self.cycle, self._coalesced)
+        self._coalesce_cycle()
 
     def on_response_complete(self) -> None:
         self._answered += 1

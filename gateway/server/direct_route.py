@@ -38,15 +38,15 @@ class DirectRoute:
         self, app: ASGIApp, route: Route, router: Router, socket: WebSocketRoute | None = None
     ) -> None:
         self.app = app
-        self.route = route
         self.router = router
-        self.socket = socket
+        self.routes: dict[str, Route | WebSocketRoute | None] = {
+            "http": route,
+            "websocket": socket,
+        }
+        """The route of each scope type it hands on directly."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        route: Route | WebSocketRoute | None = (
-            self.route if kind == "http" else self.socket if kind == "websocket" else None
-        )
+        route = self.routes.get(scope["type"])
         if route is not None:
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
