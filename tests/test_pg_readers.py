@@ -12,7 +12,7 @@ import pytest
 
 from gateway.core import SessionHeader
 from gateway.persistence import SqlPersistence, migrate
-from gateway.persistence.pg_readers import BEGIN, PG_READERS, RENEW
+from gateway.persistence.pg_readers import PG_READERS
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres
@@ -50,7 +50,7 @@ async def test_a_pooled_read_connection_killed_by_the_server_is_replaced_before_
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
     """The kill is sent with psql, which blocks the loop: the pool cannot have seen the
-    connection close before the next read takes it (the BEGIN finds it dead)."""
+    connection close before the next read takes it (its first statement finds it dead)."""
     db = await _stored(postgres_url)
     try:
         for round_ in range(3):
@@ -76,53 +76,57 @@ async def test_a_pooled_read_connection_killed_by_the_server_is_replaced_before_
 async def test_an_idle_read_connection_holds_no_snapshot_and_close_ends_them(
     postgres_url: str,
 ) -> None:
-    """Given back, a read connection waits in a fresh transaction that has taken no
-    snapshot (nor a transaction id): it holds back no vacuum. The pool never holds
-    more than `PG_READERS` of them, however many snapshots ran; `close()` ends them."""
+    """Given back, a read connection waits outside any transaction: it holds no snapshot
+    (nor a transaction id), so it holds back no vacuum. The pool never holds more than
+    `PG_READERS` of them, however many snapshots (strict and retryable) ran; `close()`
+    ends them."""
     db = await _stored(postgres_url)
     try:
 
-        async def one() -> None:
-            snapshot = db.read_snapshot()
+        async def one(retryable: bool) -> None:
+            snapshot = db.read_snapshot(retryable=retryable)
             assert snapshot is not None
             view: Any = snapshot.backend
             assert set(await view.load_headers(["s1"])) == {"s1"}
             assert await view.count("s2") == 0
             snapshot.close()
 
-        await asyncio.gather(*(one() for _ in range(40)))
+        await asyncio.gather(*(one(n % 2 == 0) for n in range(40)))
+        await db.engine.dispose()  # the writes' pool: only the read connections are left
         reading: list[Any] = []
-        for _ in range(50):  # the connections are given back in tasks of their own
+        for _ in range(50):  # the strict ones are rolled back in tasks of their own
             await asyncio.sleep(0.05)
-            reading = [r for r in await _gateway_backends(postgres_url) if r["query"] == RENEW]
-            if reading and all(r["state"] == "idle in transaction" for r in reading):
+            reading = await _gateway_backends(postgres_url)
+            reading = [r for r in reading if r["query"] not in ("", None)]
+            if reading and all(r["state"] == "idle" for r in reading):
                 break
         assert 0 < len(reading) <= PG_READERS, reading
-        assert all(r["state"] == "idle in transaction" for r in reading), reading
+        assert all(r["state"] == "idle" for r in reading), reading
         assert not any(r["snapshot"] or r["xid"] for r in reading), reading
     finally:
         await db.close()
-    left = [r for r in await _gateway_backends(postgres_url) if r["query"] in (BEGIN, RENEW)]
+    left = [r for r in await _gateway_backends(postgres_url) if r["query"] not in ("", None)]
     assert not left, left
 
 
 async def test_a_read_sees_what_was_committed_while_its_connection_was_idle(
     postgres_url: str,
 ) -> None:
-    """The idle connection's transaction began before the write; its snapshot is taken
-    by the first read that uses it, so that read sees the write."""
+    """An idle connection holds no transaction: the read after a write sees it, on its
+    own, in a strict snapshot and in a retryable one."""
     db = await _stored(postgres_url)
     try:
         for n in range(3, 8):
             assert f"s{n}" not in await db.load_headers([f"s{n}"])
-            await asyncio.sleep(0.05)  # the connection is idle again, in a new transaction
+            await asyncio.sleep(0.05)  # the connection is idle again
             await db.create(SessionHeader(f"s{n}", 1, cwd="/c"))
             assert f"s{n}" in await db.load_headers([f"s{n}"])
-            snapshot = db.read_snapshot()
-            assert snapshot is not None
-            view: Any = snapshot.backend
-            assert f"s{n}" in await view.load_headers([f"s{n}"])
-            snapshot.close()
+            for retryable in (False, True):
+                snapshot = db.read_snapshot(retryable=retryable)
+                assert snapshot is not None
+                view: Any = snapshot.backend
+                assert f"s{n}" in await view.load_headers([f"s{n}"])
+                snapshot.close()
     finally:
         await db.close()
 

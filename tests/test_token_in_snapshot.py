@@ -59,8 +59,8 @@ def snapshots_opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]
     counts = {"opened": 0, "closed": 0}
     make = SqlBase.read_snapshot
 
-    def counted(self: SqlBase) -> Any:
-        found = make(self)
+    def counted(self: SqlBase, **kw: Any) -> Any:
+        found = make(self, **kw)
         if found is None:
             return None
         counts["opened"] += 1
@@ -70,7 +70,7 @@ def snapshots_opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]
             counts["closed"] += 1
             close()
 
-        return type(found)(found.backend, closing)
+        return type(found)(found.backend, closing, found.moved)
 
     monkeypatch.setattr(SqlBase, "read_snapshot", counted)
     yield counts

@@ -26,6 +26,7 @@ appends go on.
 from __future__ import annotations
 
 import builtins
+import inspect
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -325,18 +326,24 @@ class TitleReads(Protocol):
 class BackendSnapshot(NamedTuple):
     """A backend whose reads share one snapshot of the store (SPEC §7), for one
     observation: `backend` has the capabilities of the one that made it; `close()`
-    (sync, never waiting) releases the snapshot."""
+    (sync, never waiting) releases the snapshot. `moved()`, of a snapshot asked
+    `retryable`: whether its reads found the store changed between two of them (they
+    then fail); the observation is not one, and its owner makes it again."""
 
     backend: PersistenceBackend
     close: Callable[[], None]
+    moved: Callable[[], bool] | None = None
 
 
 @runtime_checkable
 class ReadSnapshots(Protocol):
     """A backend that can hold one snapshot across the reads of one observation."""
 
-    def read_snapshot(self) -> BackendSnapshot | None:
-        """This backend reading through one snapshot, or None when it cannot now."""
+    def read_snapshot(self, *, retryable: bool = False) -> BackendSnapshot | None:
+        """This backend reading through one snapshot, or None when it cannot now.
+        `retryable`: its owner can make the observation again from the start, so the
+        backend may read without holding a snapshot and tell instead when the store
+        changed between two reads (`BackendSnapshot.moved`)."""
         ...
 
 
@@ -350,6 +357,9 @@ class Capabilities:
     titles: TitleReads | None = None
     filters: FilterReads | None = None
     snapshots: ReadSnapshots | None = None
+    retryable: bool = False
+    """Whether `snapshots.read_snapshot` takes `retryable` (one written before it did
+    not: its snapshots are then all strict)."""
 
 
 _PROTOCOLS = (CorpusReads, DerivedReads, SearchReads, TitleReads, FilterReads, ReadSnapshots)
@@ -368,13 +378,24 @@ def capabilities_of(backend: PersistenceBackend) -> Capabilities:
     except TypeError:  # not weakly referable or not hashable: checked each time
         offered = _offered(backend)
     corpus, derived, search, titles, filters, snapshots = (
-        backend if flag else None for flag in offered
+        backend if flag else None for flag in offered[:-1]
     )
-    return Capabilities(corpus, derived, search, titles, filters, snapshots)  # type: ignore[arg-type]
+    return Capabilities(corpus, derived, search, titles, filters, snapshots, offered[-1])  # type: ignore[arg-type]
 
 
 def _offered(backend: object) -> tuple[bool, ...]:
-    return tuple(isinstance(backend, protocol) for protocol in _PROTOCOLS)
+    flags = tuple(isinstance(backend, protocol) for protocol in _PROTOCOLS)
+    return (*flags, flags[-1] and _takes_retryable(backend))
+
+
+def _takes_retryable(backend: object) -> bool:
+    try:
+        parameters = inspect.signature(backend.read_snapshot).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
+    return "retryable" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 def is_backend(backend: object) -> TypeGuard[PersistenceBackend]:

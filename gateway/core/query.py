@@ -203,16 +203,18 @@ class SessionQuery(_Operations):
         with self._lock:
             return self._backend
 
-    def hold_snapshot(self) -> HeldSnapshot | None:
+    def hold_snapshot(self, *, retryable: bool = False) -> HeldSnapshot | None:
         """A snapshot of the mounted backend opened before its observation, for a read
         that must come first and belong to it (a caller's token, read at admission);
         `observe(snapshot=)` then reads in it. None without a backend that has them.
-        The holder closes it when it never observes (`HeldSnapshot.close`)."""
+        The holder closes it when it never observes (`HeldSnapshot.close`).
+        `retryable`: the holder makes the observation again when `HeldSnapshot.moved`
+        (`ReadSnapshots.read_snapshot`)."""
         with self._lock:
             backend, caps = self._backend, self._caps
         if backend is None or caps is None:
             return None
-        snapshot = _snapshot_of(caps)
+        snapshot = _snapshot_of(caps, retryable)
         return None if snapshot is None else HeldSnapshot(snapshot, backend)
 
     def observe(
@@ -265,15 +267,27 @@ class HeldSnapshot:
         """The backend reading in the snapshot."""
         return self.snapshot.backend
 
+    @property
+    def moved(self) -> bool:
+        """Whether its reads found the store changed between two of them (a retryable
+        one's: the observation is to be made again, `BackendSnapshot.moved`)."""
+        moved = self.snapshot.moved
+        return moved is not None and moved()
+
     def close(self) -> None:
         self.snapshot.close()
 
 
-def _snapshot_of(caps: Capabilities) -> BackendSnapshot | None:
+def _snapshot_of(caps: Capabilities, retryable: bool = False) -> BackendSnapshot | None:
     """The backend's snapshot for one observation, or None where it has none."""
     if caps.snapshots is None:
         return None
-    snapshot: Any = caps.snapshots.read_snapshot()
+    snapshots = caps.snapshots
+    snapshot: Any = (
+        snapshots.read_snapshot(retryable=True)
+        if retryable and caps.retryable
+        else snapshots.read_snapshot()
+    )
     if isinstance(snapshot, BackendSnapshot):
         return snapshot
     if inspect.iscoroutine(snapshot):  # a wrapper that made it a coroutine

@@ -20,6 +20,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from gateway.core.backend import capabilities_of
+
 _INNER = "_proxied_inner"
 _WRAP = "_proxied_wrap"
 
@@ -77,17 +79,21 @@ def _wrapped(inner: object, name: str, wrap: Wrap) -> Callable[..., Any]:
     return call
 
 
-def _snapshot_behind(proxy: BackendProxy) -> Any:
+def _snapshot_behind(proxy: BackendProxy, *, retryable: bool = False) -> Any:
     """The inner backend's snapshot (`gateway.core.backend.BackendSnapshot`), its view
     behind a proxy of the proxy's kind and wrapper (whose methods are wrapped on first
     use: a view lives for one observation)."""
-    found = object.__getattribute__(proxy, _INNER).read_snapshot()
+    inner = object.__getattribute__(proxy, _INNER)
+    if retryable and capabilities_of(inner).retryable:
+        found = inner.read_snapshot(retryable=True)
+    else:
+        found = inner.read_snapshot()
     if found is None or not hasattr(found, "backend"):
         return found
     view = object.__new__(type(proxy))
     object.__setattr__(view, _INNER, found.backend)
     object.__setattr__(view, _WRAP, object.__getattribute__(proxy, _WRAP))
-    return type(found)(view, found.close)  # a BackendSnapshot (not `_replace`: a few us)
+    return type(found)(view, found.close, found.moved)  # not `_replace`: a few us
 
 
 def inner_of(backend: object, kind: type[BackendProxy] = BackendProxy) -> object:

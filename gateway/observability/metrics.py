@@ -243,6 +243,12 @@ class GatewayMetrics:
             registry=r,
             buckets=buckets,
         )
+        self.retried_observations = Counter(
+            "graphql_retried_observations_total",
+            "Queries run a second time, in a strict snapshot, because a commit landed between "
+            "two of their reads (PostgreSQL reads outside a transaction).",
+            registry=r,
+        )
         self._operation_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         """The labelled children per (operation name, type) label, as `_http_children` below
         (`labels()` twice per operation was most of `record_operation`). A name that
@@ -373,6 +379,10 @@ class GatewayMetrics:
         children[1].observe(max(0.0, duration_seconds))
         for code in error_codes:
             self.count_error(code)
+
+    def record_retried_observation(self) -> None:
+        """A query whose first observation moved under it, run again (`pipeline.execute`)."""
+        self.retried_observations.inc()
 
     def count_error(self, code: object) -> None:
         """One error in a response (also for errors raised outside GraphQL execution)."""

@@ -304,22 +304,25 @@ class SqlBase:
         snapshot's backend finds the SQL view behind it (`TokenStore.authenticate`)."""
         return self
 
-    def read_snapshot(self) -> BackendSnapshot | None:
+    def read_snapshot(self, *, retryable: bool = False) -> BackendSnapshot | None:
         """This backend with its reads in one snapshot, for one observation
         (`gateway.core.backend.ReadSnapshots`); None where the engine gives none
-        (SQLite without a file)."""
+        (SQLite without a file). `retryable` matters on PostgreSQL only
+        (`pg_readers.PgSnapshot`): SQLite's snapshot costs no round trip."""
         snapshot: ReadSnapshot
+        moved = None
         if self._readers is not None:
             snapshot = SqliteSnapshot(self._readers)
         elif self._pg_readers is not None:
-            snapshot = PgSnapshot(self._pg_readers)
+            pg = PgSnapshot(self._pg_readers, retryable=retryable)
+            snapshot, moved = pg, (pg.moved if retryable else None)
         else:
             return None
         # copy.copy's shallow copy, without its reduce protocol (a few us per request)
         view = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
         view._snapshot = snapshot
-        return BackendSnapshot(view, snapshot.close)  # type: ignore[arg-type]
+        return BackendSnapshot(view, snapshot.close, moved)  # type: ignore[arg-type]
 
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[AsyncConnection]:

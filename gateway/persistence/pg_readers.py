@@ -4,10 +4,10 @@ Through SQLAlchemy a persisted point read cost ~1.7 ms of CPU on PostgreSQL (in
 process; SQLite's inline read ~0.1 ms): the pool's checkout with its pre-ping
 (a round trip of its own), `AsyncConnection.run_sync`, the asyncpg adapter's
 cursor and transaction objects, BEGIN and ROLLBACK, each a round trip. Here a
-point read is its statement's one round trip, and the connection's return one
-more, after the answer. SQLAlchemy stays for the schema, migrations, writes and
-the token list; only the read questions (`readers.ReadFn`, the same synchronous
-functions SQLite runs) come here:
+point read is its statement's one round trip (a strict snapshot's BEGIN and
+ROLLBACK two more, the ROLLBACK after the answer). SQLAlchemy stays for the
+schema, migrations, writes and the token list; only the read questions
+(`readers.ReadFn`, the same synchronous functions SQLite runs) come here:
 
 - `PgReaders` keeps up to `PG_READERS` asyncpg connections of its own, opened on
   demand in the loop that reads, with the engine's connection settings
@@ -18,31 +18,40 @@ functions SQLite runs) come here:
   running them costs; off per connection, not per question (a `SET LOCAL` was a
   round trip of its own). Not asyncpg's `Pool`: its release
   resets the connection (`RESET ALL`, `UNLISTEN *`, ...: a round trip) and rolls
-  back any open transaction, where an idle connection here waits *in* a fresh
-  REPEATABLE READ READ ONLY transaction: its BEGIN sent with the previous
-  ROLLBACK in one round trip (`RENEW`, the simple query protocol takes both).
-  Such a transaction holds no snapshot and no lock until its first statement
-  (PostgreSQL takes a repeatable-read snapshot at the first statement, not at
-  BEGIN), so the request that takes the connection still observes the database
-  as of its own first read, and an idle connection holds back no vacuum. What
-  it trades: monitoring shows idle read connections as "idle in transaction",
-  and a server with `idle_in_transaction_session_timeout` closes them, which
-  the next read survives (below).
+  back any open transaction. An idle connection here is outside any transaction
+  (it holds no snapshot, no lock, and back no vacuum; monitoring shows it "idle").
+- Reads without a transaction (`Watch`, `watched`): a query's reads run as single
+  statements, each on the snapshot PostgreSQL takes for it, and each answers that
+  snapshot's text beside its rows (`pg_current_snapshot()`, in the same round
+  trip). Equal texts mean no transaction ended between two statements, so they
+  saw one committed state; when a later statement's differs, the reads are not
+  one observation and raise `SnapshotMoved`. A question on its own
+  (`PgReaders.read`) then runs again in a REPEATABLE READ READ ONLY transaction;
+  a query's observation (`PgSnapshot(retryable=True)`) says so, and the pipeline
+  runs the query again, strict (`gateway.server.pipeline`). Why: a transaction
+  costs two round trips of its own (BEGIN, ROLLBACK; sent together with the next
+  BEGIN they were one, still ~110-120 us of CPU per request, about a tenth of a
+  persisted `session(id)`), and most requests read once. What it trades: a
+  multi-read query that a commit lands in runs twice (counted:
+  `graphql_retried_observations_total`); every statement carries one more
+  column and a one-row join.
 - A question runs inside a greenlet (SQLAlchemy's `greenlet_spawn`): each of its
   statements switches out to the event loop to await asyncpg's `fetch`, then back,
   so a question stays one synchronous function of a `ReadConn`.
 - SQL text is SQLAlchemy's, compiled once per statement for the engine's asyncpg
   dialect (`readers.SqlTexts`: `$n` placeholders with their casts); asyncpg keeps
-  the prepared statements per connection. Rows are asyncpg `Record`s: the read
-  questions index and unpack rows, which Records do like tuples.
+  the prepared statements per connection. Rows are asyncpg `Record`s (or, read
+  without a transaction, tuples sliced from them): the read questions index and
+  unpack rows, which both do alike.
 - What the SQLAlchemy pool's pre-ping gave: an idle connection found dead by the
   first statement of a question (the server restarted or closed it meanwhile) is
   dropped and the question run again once on a new connection (a read question
   changes nothing, and nothing of it was answered yet).
 
 `PgSnapshot` holds one transaction across the reads of one observation (as
-`readers.SqliteSnapshot` does for SQLite); its release runs in a task of its
-own, after the answer.
+`readers.SqliteSnapshot` does for SQLite), begun by its first read; its ROLLBACK
+runs in a task of its own, after the answer. The library's `observe()` and every
+stream are strict; a query's execution through the pipeline is retryable.
 """
 
 from __future__ import annotations
@@ -57,7 +66,7 @@ from typing import Any, TypeVar
 import asyncpg
 from sqlalchemy.engine import URL
 from sqlalchemy.sql import ClauseElement
-from sqlalchemy.util import await_, greenlet_spawn
+from sqlalchemy.util import LRUCache, await_, greenlet_spawn
 
 from .readers import PG_SNAPSHOTS, SNAPSHOT_IDLE, ReadFn, Slots, SqlTexts, pg_texts
 
@@ -67,36 +76,121 @@ PG_READERS = 10
 """Most connections of the read pool (the SQLAlchemy pool, 5 + 10 overflow, serves
 writes and the tools; `PG_SNAPSHOTS` of these may be held by snapshots at once)."""
 BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-RENEW = f"ROLLBACK; {BEGIN}"
-"""A connection given back: its transaction ended and the next one begun, in one round
-trip (the simple query protocol takes both statements at once)."""
 _GONE = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
 """What an idle connection raises when the server closed it since its last use."""
 
 
-class AsyncpgReadConn:
-    """A `ReadConn` on one asyncpg connection, inside `greenlet_spawn`."""
+class SnapshotMoved(Exception):
+    """A statement of a retryable observation saw another state of the database than
+    the observation's first statement did (`Watch`): the observation is not one, and
+    its answer must be made again (`PgSnapshot(retryable=True)`)."""
 
-    __slots__ = ("_conn", "_texts", "memo")
+
+class Watch:
+    """The snapshot every statement of one retryable observation must have seen.
+
+    Each statement read outside a transaction runs on the snapshot PostgreSQL takes
+    for it, and returns that snapshot's text (`pg_current_snapshot()`, `watched`) with
+    its rows. Two statements saw the same committed state when their snapshots are the
+    same text: a snapshot's xmin, xmax and in-progress list change only when some
+    transaction ends (a transaction begun since has an id past xmax, invisible to both),
+    so equal texts mean none ended in between. Unequal texts do not prove the rows the
+    statements read changed, only that they may have: the observation is made again."""
+
+    __slots__ = ("moved", "seen")
+
+    def __init__(self) -> None:
+        self.seen: str | None = None
+        self.moved = False
+
+    def check(self, snapshot: str) -> None:
+        if self.seen is None:
+            self.seen = snapshot
+        elif snapshot != self.seen:
+            self.moved = True
+            raise SnapshotMoved("the database changed between two reads of one observation")
+
+
+_WATCHED: LRUCache[str, str | None] = LRUCache(1000)
+"""Statement texts with their snapshot column (`watched`), by the statement's text."""
+
+
+def watched(sql: str) -> str | None:
+    """`sql` answering its rows behind two columns, the statement's snapshot and a mark
+    (NULL on the one row of a statement without rows), so even an empty answer tells its
+    snapshot. The statement stays whole inside (its ORDER BY included): a subquery with
+    an ORDER BY is not pulled up, and a nested loop over the one snapshot row answers
+    the inner rows in their order (tests/test_retryable_snapshots.py checks both).
+    None for a statement that is no query (`SHOW`): it reads no table, so it has no
+    state to check."""
+    try:
+        return _WATCHED[sql]
+    except KeyError:
+        pass
+    found = None
+    if sql.lstrip()[:6].upper().startswith(("SELECT", "WITH")):
+        found = (
+            "SELECT s.snap, q.* FROM (SELECT pg_current_snapshot()::text AS snap) AS s "
+            f"LEFT JOIN LATERAL (SELECT true AS hit, q0.* FROM ({sql}) AS q0) AS q ON true"
+        )
+    _WATCHED[sql] = found
+    return found
+
+
+class AsyncpgReadConn:
+    """A `ReadConn` on one asyncpg connection, inside `greenlet_spawn`.
+
+    With a `Watch`, a statement outside a transaction runs `watched` and its snapshot is
+    checked; a statement whose rows are not read (`run`: `SET LOCAL`, `set_config`)
+    needs a transaction and begins one (a read question that sets a plan for its
+    statements: those statements are checked against the first, as the rest)."""
+
+    __slots__ = ("_conn", "_texts", "_watch", "memo")
     dialect = "postgresql"
 
     def __init__(
-        self, conn: asyncpg.Connection, texts: SqlTexts, memo: dict[Hashable, Any] | None = None
+        self,
+        conn: asyncpg.Connection,
+        texts: SqlTexts,
+        memo: dict[Hashable, Any] | None = None,
+        watch: Watch | None = None,
     ) -> None:
         self._conn = conn
         self._texts = texts
         self.memo = {} if memo is None else memo
+        self._watch = watch
+
+    def _watched(self, sql: str, args: list[Any], watch: Watch) -> list[Any] | None:
+        """The rows of `watched(sql)` with their snapshot checked (None: no rows)."""
+        if watch.moved:
+            raise SnapshotMoved("the database changed between two reads of one observation")
+        records = await_(self._conn.fetch(sql, *args))
+        watch.check(records[0][0])
+        return None if records[0][1] is None else records
 
     def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
         sql, args = self._texts.sql(statement, params or {})
+        watch = self._watch
+        if watch is not None and (checked := watched(sql)) is not None:
+            records = self._watched(checked, args, watch)
+            return [] if records is None else [r[2:] for r in records]
         return await_(self._conn.fetch(sql, *args))
 
     def scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any:
         sql, args = self._texts.sql(statement, params or {})
+        watch = self._watch
+        if watch is not None and (checked := watched(sql)) is not None:
+            records = self._watched(checked, args, watch)
+            return None if records is None else records[0][2]
         return await_(self._conn.fetchval(sql, *args))
 
     def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
         sql, args = self._texts.sql(statement, params or {})
+        if self._watch is not None and not self._conn.is_in_transaction():
+            if not args:  # one round trip: the simple query protocol takes both
+                await_(self._conn.execute(f"{BEGIN}; {sql}"))
+                return
+            await_(self._conn.execute(BEGIN))
         await_(self._conn.execute(sql, *args))
 
     def spend(self, nbytes: int) -> None:
@@ -106,10 +200,10 @@ class AsyncpgReadConn:
 class PgReaders:
     """The read connections of one `SqlPersistence` on PostgreSQL (module docstring).
 
-    Each idle connection waits in a fresh read transaction (BEGIN sent, no statement
-    yet: no snapshot taken, so none is held); the question that takes it starts the
-    snapshot with its first statement. Giving it back is one round trip,
-    `ROLLBACK; BEGIN ...`, in a task of its own after the answer."""
+    An idle connection is outside any transaction: it holds no snapshot and no lock.
+    A read that needs no transaction (`Watch`) takes one, runs, and gives it back at
+    once, without a round trip; one that opened a transaction gives it back with a
+    ROLLBACK, in a task of its own after the answer."""
 
     def __init__(
         self,
@@ -144,9 +238,9 @@ class PgReaders:
             self._waiters.clear()
 
     async def take(self, *, fresh: bool = False) -> tuple[asyncpg.Connection, bool]:
-        """A connection in a fresh read transaction, and whether it was idle (it may
-        then have died since: the caller asks again, once, `fresh`: the idle ones are
-        closed, as a restarted server has closed them all, and a new one opened)."""
+        """A connection outside any transaction, and whether it was idle (it may then
+        have died since: the caller asks again, once, `fresh`: the idle ones are closed,
+        as a restarted server has closed them all, and a new one opened)."""
         self._here()
         if fresh:
             idle, self._idle = self._idle, []
@@ -164,11 +258,6 @@ class PgReaders:
                 self._open += 1
                 try:
                     conn = await asyncpg.connect(self._dsn, **self._connect_args)
-                    try:
-                        await conn.execute(BEGIN)
-                    except BaseException:
-                        _terminate(conn)
-                        raise
                 except BaseException:
                     self._gone()
                     raise
@@ -205,19 +294,36 @@ class PgReaders:
         self._wake()
 
     async def run(
-        self, fn: ReadFn[T], conn: asyncpg.Connection, memo: dict[Hashable, Any] | None = None
+        self,
+        fn: ReadFn[T],
+        conn: asyncpg.Connection,
+        memo: dict[Hashable, Any] | None = None,
+        watch: Watch | None = None,
     ) -> T:
-        """`fn` on `conn`, inside its transaction (`memo`: that transaction's)."""
-        return await greenlet_spawn(fn, AsyncpgReadConn(conn, self._texts, memo))
+        """`fn` on `conn` (`memo`: its observation's; `watch`: see `AsyncpgReadConn`)."""
+        return await greenlet_spawn(fn, AsyncpgReadConn(conn, self._texts, memo, watch))
 
-    async def finish(self, conn: asyncpg.Connection) -> None:
-        """End `conn`'s transaction and keep it idle in a new one (one round trip); a
-        connection that cannot (its statement cancelled, its server gone) is closed.
-        Never raises: the answer read in the transaction stands whatever happens here."""
+    def give(self, conn: asyncpg.Connection) -> None:
+        """Give back a connection that a read left outside any transaction, as it is (no
+        round trip); one in a transaction is ended first (`finish`)."""
+        if conn.is_in_transaction() or conn.is_closed():
+            self.spawn(self.finish(conn))
+            return
+        self._idle.append(conn)
+        self._wake()
+
+    async def finish(self, conn: asyncpg.Connection, *, check: bool = False) -> None:
+        """End `conn`'s transaction (one round trip) and keep it idle; `check`: after a
+        failed or cancelled read, a round trip even outside a transaction, which waits
+        out what the failure left running. A connection that cannot is closed. Never
+        raises: the answer read stands whatever happens here."""
         loop = self._loop
         try:
             if not conn.is_closed():
-                await conn.execute(RENEW)
+                if conn.is_in_transaction():
+                    await conn.execute("ROLLBACK")
+                elif check:
+                    await conn.execute("SELECT 1")
                 if loop is self._loop:
                     self._idle.append(conn)
                     self._wake()
@@ -229,24 +335,33 @@ class PgReaders:
             self._gone()
 
     async def read(self, fn: ReadFn[T]) -> T:
-        """One question in a transaction of its own."""
+        """One question on its own: its statements outside a transaction, each checked
+        against the first (`Watch`); when a commit came between two of them, the
+        question again, in a transaction of its own (a read question changes nothing,
+        and nothing of it was answered yet)."""
         conn, was_idle = await self.take()
         try:
-            result = await self.run(fn, conn)
-        except _GONE:
-            self.spawn(self.finish(conn))
-            if not was_idle:
-                raise
-            conn, _ = await self.take(fresh=True)  # it died idle: the question again, once
             try:
+                result = await self.run(fn, conn, watch=Watch())
+            except _GONE:
+                self.spawn(self.finish(conn))
+                if not was_idle:
+                    raise
+                conn, _ = await self.take(fresh=True)  # it died idle: the question again
+                result = await self.run(fn, conn, watch=Watch())
+        except SnapshotMoved:
+            try:
+                if conn.is_in_transaction():
+                    await conn.execute("ROLLBACK")
+                await conn.execute(BEGIN)
                 result = await self.run(fn, conn)
             except BaseException:
-                self.spawn(self.finish(conn))
+                self.spawn(self.finish(conn, check=True))
                 raise
         except BaseException:
-            self.spawn(self.finish(conn))  # in a task of its own: this one may be cancelled
+            self.spawn(self.finish(conn, check=True))  # a task of its own: this one may end
             raise
-        self.spawn(self.finish(conn))
+        self.give(conn)
         return result
 
     def spawn(self, coro: Any) -> None:
@@ -283,20 +398,38 @@ def _terminate(conn: asyncpg.Connection) -> None:
 
 
 class PgSnapshot:
-    """One REPEATABLE READ READ ONLY transaction for the reads of one observation."""
+    """The reads of one observation in one state of the database.
 
-    def __init__(self, readers: PgReaders) -> None:
+    Strict (the default): one REPEATABLE READ READ ONLY transaction, begun by the first
+    read, held across the reads. `retryable`: for an observation its owner can make
+    again from the start (a query's execution, `gateway.server.pipeline`): no
+    transaction, each statement checked against the first (`Watch`), so a request of
+    one read is one round trip, not three (BEGIN, the read, ROLLBACK), and each read
+    takes a connection only while it runs. When a commit came between two of its
+    statements, `moved()` says so and every later read raises `SnapshotMoved`: the owner
+    makes the observation again, strict. What it trades: a request of several reads
+    that a commit lands in the middle of runs twice."""
+
+    def __init__(self, readers: PgReaders, *, retryable: bool = False) -> None:
         self._readers = readers
+        self._watch = Watch() if retryable else None
         self._slot = False
         self._conn: asyncpg.Connection | None = None
         self._memo: dict[Hashable, Any] = {}
-        """`ReadConn.memo` of the transaction on `_conn` (a new one with each connection)."""
+        """`ReadConn.memo` of the observation (strict: of the transaction on `_conn`, a
+        new one with each connection; retryable: of the watched state)."""
         self._lock = asyncio.Lock()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._closed = False
 
+    def moved(self) -> bool:
+        """Whether a read found the database changed since the first (retryable only)."""
+        return self._watch is not None and self._watch.moved
+
     async def read(self, fn: ReadFn[T], *, inline: bool = False) -> T:
         """`fn` in the snapshot (`inline` is SQLite's: every read here is a round trip)."""
+        if self._watch is not None:
+            return await self._watched(fn, self._watch)
         readers = self._readers
         if not self._slot and not self._closed:
             self._slot = readers.slots.take()
@@ -313,6 +446,7 @@ class PgSnapshot:
                 conn, was_idle = await readers.take()
                 self._conn, self._memo = conn, {}
                 try:
+                    await conn.execute(BEGIN)
                     return await readers.run(fn, conn, self._memo)
                 except _GONE:
                     if not was_idle:
@@ -321,6 +455,7 @@ class PgSnapshot:
                 readers.spawn(readers.finish(conn))
                 self._conn, _ = await readers.take(fresh=True)
                 self._memo = {}
+                await self._conn.execute(BEGIN)
                 return await readers.run(fn, self._conn, self._memo)
             except BaseException:
                 self._drop()  # a failed transaction (or a cancelled call) is done
@@ -330,11 +465,45 @@ class PgSnapshot:
                     loop = asyncio.get_running_loop()
                     self._idle_timer = loop.call_later(SNAPSHOT_IDLE, self.release)
 
+    async def _watched(self, fn: ReadFn[T], watch: Watch) -> T:
+        """`fn` outside a transaction, checked by `watch`; on a connection of its own
+        unless a question of the observation began a transaction (`AsyncpgReadConn.run`):
+        that one is then kept for the rest, as a strict snapshot's."""
+        if watch.moved:
+            raise SnapshotMoved("the database changed between two reads of one observation")
+        readers = self._readers
+        async with self._lock:
+            conn = self._conn
+            if conn is not None:
+                try:
+                    return await readers.run(fn, conn, self._memo, watch)
+                except BaseException:
+                    self._drop()
+                    raise
+            conn, was_idle = await readers.take()
+            try:
+                try:
+                    result = await readers.run(fn, conn, self._memo, watch)
+                except _GONE:
+                    readers.spawn(readers.finish(conn))
+                    if not was_idle:
+                        raise
+                    conn, _ = await readers.take(fresh=True)  # it died idle: once again
+                    result = await readers.run(fn, conn, self._memo, watch)
+            except BaseException:
+                readers.spawn(readers.finish(conn, check=True))
+                raise
+            if conn.is_in_transaction() and not self._closed:
+                self._conn = conn  # its plan settings and snapshot hold for what follows
+            else:
+                readers.give(conn)
+            return result
+
     def _drop(self) -> None:
         """Give the connection back (rolled back, in a task of its own) and the slot."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._readers.spawn(self._readers.finish(conn))
+            self._readers.spawn(self._readers.finish(conn, check=True))
         if self._slot:
             self._slot = False
             self._readers.slots.give()

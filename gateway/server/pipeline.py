@@ -46,6 +46,17 @@ operation_spans`). The trade: an extension added to the schema does not see thes
 operations (none of the app's has a `resolve` hook; one that needs to goes here).
 Subscriptions still run through Strawberry's `Schema.stream`, with the extensions.
 
+A query observes through a retryable snapshot (`SessionQuery.hold_snapshot(
+retryable=True)`; admission's, when the token is read in it): on PostgreSQL its
+reads hold no transaction, each checked to see the state the first one saw
+(`gateway.persistence.pg_readers`). When a commit landed between two of them the
+observation is not one (`HeldSnapshot.moved`): the result is dropped unseen,
+unformatted and unlogged, and the query runs again, once, in a fresh strict
+snapshot, within the same timeout (`graphql_retried_observations_total`). The
+principal stays admission's: its token was valid when the request came, and the
+rerun's reads are one observation among themselves. A mutation would never run
+twice: it observes strictly from the start.
+
 The operation timeout is `asyncio.timeout` around the operation in the task that
 asked for it, not `asyncio.wait_for`: on Python 3.11 that made a task per request (and
 two more event-loop turns before the answer came back). At the timeout the running
@@ -198,7 +209,7 @@ class OperationPipeline:
         With an authenticator that can (`Access.reads_in_snapshot`), the credentials are
         read in the snapshot the operation's own reads then share (`Admitted.snapshot`):
         the request's first read, one transaction for the token and the data."""
-        held = self.query.hold_snapshot() if self.access.reads_in_snapshot else None
+        held = self.query.hold_snapshot(retryable=True) if self.access.reads_in_snapshot else None
         try:
             return await self._admit(request, held)
         except BaseException:
@@ -239,6 +250,9 @@ class OperationPipeline:
             if held is not None:
                 held.close()  # each of its executions observes afresh
                 held = None
+        elif prepared.operation_type is not OperationType.QUERY and held is not None:
+            held.close()  # a mutation is not made twice (`execute`): it observes strictly
+            held = None
         return Admitted(request, principal, prepared, held)
 
     def _refused_operation(self, request: OperationRequest, refused: Refused) -> None:
@@ -275,13 +289,26 @@ class OperationPipeline:
     # -- one result ---------------------------------------------------------------------
 
     async def execute(self, admitted: Admitted) -> Answer:
-        """Run a query (or mutation) within the operation timeout: its formatted result."""
+        """Run a query (or mutation) within the operation timeout: its formatted result;
+        a query whose retryable observation moved, twice (module docstring)."""
         timeout = self.config.limits.operation_timeout
-        context = self.context(admitted.principal, admitted.prepared, admitted.snapshot)
+        held = admitted.snapshot
+        if held is None and admitted.prepared.operation_type is OperationType.QUERY:
+            held = self.query.hold_snapshot(retryable=True)
+        context = self.context(admitted.principal, admitted.prepared, held)
         token = current_context.set(context)
         try:
             async with asyncio.timeout(timeout):  # in this task: see the module docstring
                 result = await self._executed(admitted, context)
+                if held is not None and held.moved:
+                    _drop_tracebacks(result)
+                    current_context.reset(token)
+                    context.close()
+                    context.budget.release()
+                    context = self.context(admitted.principal, admitted.prepared)
+                    token = current_context.set(context)
+                    self.metrics.record_retried_observation()
+                    result = await self._executed(admitted, context)
                 return await self._encoded(self._answer(result, context.budget), context.budget)
         except TimeoutError:
             message = f"the operation did not finish within {timeout:g} s"
