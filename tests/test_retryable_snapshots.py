@@ -7,6 +7,7 @@ committed state"."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -235,3 +236,43 @@ async def test_a_query_of_one_read_a_commit_follows_is_not_run_again(
     body = await _post(app, '{ session(id: "s1") { id header { cwd } } }')
     assert body == {"data": {"session": {"id": "s1", "header": {"cwd": "/a"}}}}
     assert metrics.value(RETRIED) == 0
+
+
+async def test_every_answer_is_one_state_while_commits_land(
+    db: SqlPersistence,
+) -> None:
+    """Queries whose count and page are separate reads, asked while another task keeps
+    committing sessions: every answer's `totalCount` is its page's length (one state),
+    however the commits fall between the reads."""
+    metrics = GatewayMetrics()
+    app = create_app(SessionQuery(persistence=db), metrics=metrics)
+    query = "{ sessions(first: 200) { totalCount nodes { id } } }"
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        n = 10
+        while not stop.is_set() and n < 100:
+            await db.create(SessionHeader(f"w{n}", n, cwd="/w"))
+            n += 1
+            await asyncio.sleep(0)
+
+    transport = httpx.ASGITransport(app=app)
+    answers: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+
+        async def reader() -> None:
+            while not stop.is_set():
+                answer = (await client.post("/graphql", json={"query": query})).json()
+                answers.append(answer)
+
+        writing = asyncio.create_task(writer())
+        readers = [asyncio.create_task(reader()) for _ in range(4)]
+        await writing
+        stop.set()
+        await asyncio.gather(*readers)
+    assert len(answers) > 20
+    for answer in answers:
+        assert "errors" not in answer, answer
+        page = answer["data"]["sessions"]
+        assert page["totalCount"] == len(page["nodes"]), page
+    assert metrics.value(RETRIED) > 0  # commits did land between reads: the rule ran
