@@ -276,3 +276,34 @@ async def test_every_answer_is_one_state_while_commits_land(
         page = answer["data"]["sessions"]
         assert page["totalCount"] == len(page["nodes"]), page
     assert metrics.value(RETRIED) > 0  # commits did land between reads: the rule ran
+
+
+async def test_a_rerun_query_closes_both_of_its_snapshots(
+    db: SqlPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moved observation's snapshot and the rerun's strict one are both closed, and
+    the read connections are all given back (none left in a transaction)."""
+    from gateway.persistence.pg_readers import PgSnapshot
+
+    made: list[PgSnapshot] = []
+    original = PgSnapshot.__init__
+
+    def init(self: PgSnapshot, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(PgSnapshot, "__init__", init)
+    metrics = GatewayMetrics()
+    app = create_app(SessionQuery(persistence=db), metrics=metrics)
+    _counting_writes(monkeypatch, db)
+    _consistent_after_the_write(await _post(app, QUERY))
+    assert metrics.value(RETRIED) == 1
+    assert len(made) == 2 and [s.moved() for s in made] == [True, False]
+    assert all(s._closed for s in made)
+    readers: Any = db._pg_readers
+    for _ in range(50):  # the strict one's ROLLBACK runs in a task of its own
+        if not readers._tasks:
+            break
+        await asyncio.sleep(0.02)
+    assert not any(c.is_in_transaction() for c in readers._idle)
+    assert len(readers._idle) == readers._open
