@@ -34,8 +34,8 @@ schema, migrations, writes and the token list; only the read questions
   BEGIN they were one, still ~110-120 us of CPU per request, about a tenth of a
   persisted `session(id)`), and most requests read once. What it trades: a
   multi-read query that a commit lands in runs twice (counted:
-  `graphql_retried_observations_total`); every statement carries two more
-  columns, and an empty answer is asked twice (the second time in the form that
+  `graphql_retried_observations_total`); every row carries one more column,
+  and an empty answer is asked twice (the second time in the form that
   answers its snapshot without rows, `watched`).
 - A question runs inside a greenlet (SQLAlchemy's `greenlet_spawn`): each of its
   statements switches out to the event loop to await asyncpg's `fetch`, then back,
@@ -118,12 +118,14 @@ _WATCHED: LRUCache[str, tuple[str, str] | None] = LRUCache(1000)
 
 
 def watched(sql: str) -> tuple[str, str] | None:
-    """`sql` answering its rows behind two columns, the statement's snapshot and a mark,
-    in two forms. The first puts them in the select list: beside the statement's own
-    plan it costs next to nothing (a page of 51 rows 200 us against 193; the second
-    form 348), but an empty answer has no row to carry its snapshot. The second joins
-    the rows to the one row of the snapshot, so an empty answer is that one row, its
-    mark NULL: asked only when the first answered nothing. In both the statement
+    """`sql` answering its rows behind the statement's snapshot, in two forms. The
+    first puts the snapshot in the select list, before the row's own columns: beside
+    the statement's own plan it costs its column (a page of 51 rows ~40 us more than
+    the bare statement, sequentially; the second form ~80 us, a custom plan per
+    execution and a nested loop), but an empty answer has no row to carry it. The
+    second joins the rows, behind a mark, to the one row of the snapshot, so an empty
+    answer is that one row, its mark NULL: asked only when the first answered
+    nothing. In both the statement
     stays whole inside (its ORDER BY included): a subquery with an ORDER BY or LIMIT
     is not pulled up, a scan of it keeps its order, and a nested loop over the one
     snapshot row answers the inner rows in their order (tests/test_retryable_snapshots.py
@@ -136,7 +138,7 @@ def watched(sql: str) -> tuple[str, str] | None:
     found = None
     if sql.lstrip()[:6].upper().startswith(("SELECT", "WITH")):
         found = (
-            f"SELECT pg_current_snapshot()::text AS snap, true AS hit, q0.* FROM ({sql}) AS q0",
+            f"SELECT pg_current_snapshot()::text AS snap, q0.* FROM ({sql}) AS q0",
             "SELECT s.snap, q.* FROM (SELECT pg_current_snapshot()::text AS snap) AS s "
             f"LEFT JOIN LATERAL (SELECT true AS hit, q0.* FROM ({sql}) AS q0) AS q ON true",
         )
@@ -167,31 +169,31 @@ class AsyncpgReadConn:
         self.memo = {} if memo is None else memo
         self._watch = watch
 
-    def _watched(self, forms: tuple[str, str], args: list[Any], watch: Watch) -> list[Any] | None:
-        """The rows of a statement's `watched` forms with their snapshot checked (None:
-        no rows)."""
+    def _watched(self, forms: tuple[str, str], args: list[Any], watch: Watch) -> list[Any]:
+        """The rows of a statement (`watched`) with their snapshot checked."""
         if watch.moved:
             raise SnapshotMoved("the database changed between two reads of one observation")
         records = await_(self._conn.fetch(forms[0], *args))
-        if not records:  # no row carried its snapshot: the form whose empty answer does
-            records = await_(self._conn.fetch(forms[1], *args))
+        if records:
+            watch.check(records[0][0])
+            return [r[1:] for r in records]
+        records = await_(self._conn.fetch(forms[1], *args))  # the form that tells it
         watch.check(records[0][0])
-        return None if records[0][1] is None else records
+        return [] if records[0][1] is None else [r[2:] for r in records]
 
     def rows(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> list[Any]:
         sql, args = self._texts.sql(statement, params or {})
         watch = self._watch
         if watch is not None and (checked := watched(sql)) is not None:
-            records = self._watched(checked, args, watch)
-            return [] if records is None else [r[2:] for r in records]
+            return self._watched(checked, args, watch)
         return await_(self._conn.fetch(sql, *args))
 
     def scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any:
         sql, args = self._texts.sql(statement, params or {})
         watch = self._watch
         if watch is not None and (checked := watched(sql)) is not None:
-            records = self._watched(checked, args, watch)
-            return None if records is None else records[0][2]
+            rows = self._watched(checked, args, watch)
+            return rows[0][0] if rows else None
         return await_(self._conn.fetchval(sql, *args))
 
     def run(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> None:
