@@ -70,6 +70,7 @@ GATEWAY_FAMILIES = {
     "graphql_subscriptions_active": ("gauge", set()),
     "graphql_subscription_events": ("counter", set()),
     "graphql_subscription_lagged": ("counter", set()),
+    "graphql_retried_observations": ("counter", set()),
 }
 """The documented metrics (README, Endpoints): names, types and label names are a contract."""
 
