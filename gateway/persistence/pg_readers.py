@@ -315,6 +315,44 @@ class PgReaders:
         """`fn` on `conn` (`memo`: its observation's; `watch`: see `AsyncpgReadConn`)."""
         return await greenlet_spawn(fn, AsyncpgReadConn(conn, self._texts, memo, watch))
 
+    async def run_taken(
+        self,
+        fn: ReadFn[T],
+        memo: dict[Hashable, Any] | None = None,
+        watch: Watch | None = None,
+        *,
+        begin: bool = False,
+    ) -> tuple[T, asyncpg.Connection]:
+        """`fn` on a connection taken for it (`begin`: in a REPEATABLE READ READ ONLY
+        transaction begun first), and that connection, still the caller's. One that
+        died idle (the server restarted or closed it meanwhile) is dropped and `fn` run
+        again once on a new one, `memo` emptied (a read question changes nothing, and
+        nothing of it was answered yet). When `fn` fails, the connection is ended in a
+        task of its own (this one may be cancelled); on `SnapshotMoved` it is given
+        back (`give`), so the question asked again may take it."""
+        conn, was_idle = await self.take()
+        try:
+            try:
+                if begin:
+                    await conn.execute(BEGIN)
+                return await self.run(fn, conn, memo, watch), conn
+            except _GONE:
+                self.spawn(self.finish(conn))
+                if not was_idle:
+                    raise
+                if memo is not None:
+                    memo.clear()
+                conn, _ = await self.take(fresh=True)
+                if begin:
+                    await conn.execute(BEGIN)
+                return await self.run(fn, conn, memo, watch), conn
+        except SnapshotMoved:  # raised between statements: the connection is sound
+            self.give(conn)
+            raise
+        except BaseException:
+            self.spawn(self.finish(conn, check=True))
+            raise
+
     def give(self, conn: asyncpg.Connection) -> None:
         """Give back a connection that a read left outside any transaction, as it is (no
         round trip); one in a transaction is ended first (`finish`)."""
@@ -351,28 +389,10 @@ class PgReaders:
         against the first (`Watch`); when a commit came between two of them, the
         question again, in a transaction of its own (a read question changes nothing,
         and nothing of it was answered yet)."""
-        conn, was_idle = await self.take()
         try:
-            try:
-                result = await self.run(fn, conn, watch=Watch())
-            except _GONE:
-                self.spawn(self.finish(conn))
-                if not was_idle:
-                    raise
-                conn, _ = await self.take(fresh=True)  # it died idle: the question again
-                result = await self.run(fn, conn, watch=Watch())
+            result, conn = await self.run_taken(fn, watch=Watch())
         except SnapshotMoved:
-            try:
-                if conn.is_in_transaction():
-                    await conn.execute("ROLLBACK")
-                await conn.execute(BEGIN)
-                result = await self.run(fn, conn)
-            except BaseException:
-                self.spawn(self.finish(conn, check=True))
-                raise
-        except BaseException:
-            self.spawn(self.finish(conn, check=True))  # a task of its own: this one may end
-            raise
+            result, conn = await self.run_taken(fn, begin=True)
         self.give(conn)
         return result
 
@@ -455,20 +475,9 @@ class PgSnapshot:
                 conn = self._conn
                 if conn is not None:
                     return await readers.run(fn, conn, self._memo)
-                conn, was_idle = await readers.take()
-                self._conn, self._memo = conn, {}
-                try:
-                    await conn.execute(BEGIN)
-                    return await readers.run(fn, conn, self._memo)
-                except _GONE:
-                    if not was_idle:
-                        raise
-                self._conn = None  # it died idle: the question again, once, on a new one
-                readers.spawn(readers.finish(conn))
-                self._conn, _ = await readers.take(fresh=True)
                 self._memo = {}
-                await self._conn.execute(BEGIN)
-                return await readers.run(fn, self._conn, self._memo)
+                result, self._conn = await readers.run_taken(fn, self._memo, begin=True)
+                return result
             except BaseException:
                 self._drop()  # a failed transaction (or a cancelled call) is done
                 raise
@@ -492,19 +501,7 @@ class PgSnapshot:
                 except BaseException:
                     self._drop()
                     raise
-            conn, was_idle = await readers.take()
-            try:
-                try:
-                    result = await readers.run(fn, conn, self._memo, watch)
-                except _GONE:
-                    readers.spawn(readers.finish(conn))
-                    if not was_idle:
-                        raise
-                    conn, _ = await readers.take(fresh=True)  # it died idle: once again
-                    result = await readers.run(fn, conn, self._memo, watch)
-            except BaseException:
-                readers.spawn(readers.finish(conn, check=True))
-                raise
+            result, conn = await readers.run_taken(fn, self._memo, watch)
             if conn.is_in_transaction() and not self._closed:
                 self._conn = conn  # its plan settings and snapshot hold for what follows
             else:
