@@ -77,6 +77,7 @@ import dataclasses
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextvars import Token
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -302,9 +303,7 @@ class OperationPipeline:
                 result = await self._executed(admitted, context)
                 if held is not None and held.moved:
                     _drop_tracebacks(result)
-                    current_context.reset(token)
-                    context.close()
-                    context.budget.release()
+                    _end(context, token)
                     context = self.context(admitted.principal, admitted.prepared)
                     token = current_context.set(context)
                     self.metrics.record_retried_observation()
@@ -320,9 +319,7 @@ class OperationPipeline:
             self.count(errors)
             return Answer({"errors": errors}, status=500)
         finally:
-            current_context.reset(token)  # the context is the operation's, not the task's
-            context.close()  # a timed-out operation leaves no backend work running
-            context.budget.release()
+            _end(context, token)
 
     async def _executed(self, admitted: Admitted, context: Context) -> Result:
         """The prepared document run by graphql-core as Strawberry's `Schema.execute`
@@ -652,6 +649,15 @@ class OperationPipeline:
         """Every error a client is sent, by code (`graphql_errors_total`)."""
         for error in errors:
             self.metrics.count_error(error.get("extensions", {}).get("code"))
+
+
+def _end(context: Context, token: Token[Context | None]) -> None:
+    """An operation's context done: unset (it is the operation's, not the task's), its
+    backend work cancelled (a timed-out operation leaves none running), its budget's
+    share of the answer bytes given back."""
+    current_context.reset(token)
+    context.close()
+    context.budget.release()
 
 
 def _drop_tracebacks(result: Result) -> None:
