@@ -90,6 +90,14 @@ EVENTS_SQL = (
     "SELECT seq, type, surface, data FROM events WHERE session_id = {p} "
     "ORDER BY session_id, surface, seq LIMIT 101"
 )
+FLOOR_EVENTS_SQL = (
+    "SELECT seq, type, surface, data FROM events WHERE session_id = {p} "
+    "ORDER BY session_id, seq LIMIT {n}"
+)
+"""floor a's events page: the gateway's first page (in seq order), `data` fetched as the
+raw SELECT fetches it, not decoded."""
+SURFACES = {0: "LOG_ONLY", 1: "CURRENT", 2: "SHADOWED"}
+"""The stored class codes (`gateway.persistence.derived`) by their GraphQL names."""
 WRK = ("wrk", "-t2", "-c32", "--timeout", "10s")
 WRK_LUA = """wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -104,6 +112,13 @@ def _sql(url: str, template: str) -> str:
     return template.format(p="$1" if url.startswith("postgresql") else "?")
 
 
+def _events_json(rows: list[Any], n: int) -> dict[str, Any]:
+    nodes = [{"seq": r[0], "type": r[1], "surface": SURFACES[r[2]]} for r in rows[:n]]
+    end = str(nodes[-1]["seq"]) if nodes else None
+    page = {"hasNextPage": len(rows) > n, "endCursor": end}
+    return {"data": {"events": {"nodes": nodes, "pageInfo": page}}}
+
+
 def _session_json(row: Any) -> dict[str, Any]:
     if row is None:
         return {"data": {"session": None}}
@@ -116,6 +131,8 @@ class Driver:
     def __init__(self, url: str) -> None:
         self.url = url
         self.sql = _sql(url, HEADER_SQL)
+        pg = url.startswith("postgresql")
+        self.events_sql = FLOOR_EVENTS_SQL.format(p="$1" if pg else "?", n="$2" if pg else "?")
         self.conn: Any = None
 
     async def open(self) -> None:
@@ -138,9 +155,16 @@ class Driver:
         async with self.conn.execute(self.sql, (sid,)) as cursor:
             return await cursor.fetchone()
 
+    async def events(self, sid: str, limit: int) -> list[Any]:
+        if self.url.startswith("postgresql"):
+            return list(await self.conn.fetch(self.events_sql, sid, limit))
+        async with self.conn.execute(self.events_sql, (sid, limit)) as cursor:
+            return list(await cursor.fetchall())
+
 
 def floor_a(url: str) -> Any:
-    """Starlette + the raw driver: read the body, run the SELECT, answer the JSON."""
+    """Starlette + the raw driver: read the body, run the SELECT, answer the JSON (the
+    header of `session(id)`, or with `n` among the variables the first page of events)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -149,8 +173,11 @@ def floor_a(url: str) -> Any:
     driver = Driver(url)
 
     async def graphql(request: Request) -> JSONResponse:
-        body = await request.json()
-        return JSONResponse(_session_json(await driver.header(body["variables"]["id"])))
+        variables = (await request.json())["variables"]
+        if "n" in variables:
+            n = int(variables["n"])
+            return JSONResponse(_events_json(await driver.events(variables["id"], n + 1), n))
+        return JSONResponse(_session_json(await driver.header(variables["id"])))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -594,6 +621,14 @@ def measure(engine: str, url: str, quick: bool, tmp: Path) -> list[Row]:
             page = post(client, servers["gateway"], events20)["data"]["events"]
             if len(page["nodes"]) != 20 or not page["pageInfo"]["hasNextPage"]:
                 raise RuntimeError(f"events(first:20) of {LONG_ID}: {page}")
+            # floor a's page is the gateway's (its endCursor is the seq, not a signed cursor)
+            ours = post(client, servers["gateway"], events100)["data"]["events"]
+            floors = post(client, servers["floor-a"], events100)["data"]["events"]
+            if (ours["nodes"], ours["pageInfo"]["hasNextPage"]) != (
+                floors["nodes"],
+                floors["pageInfo"]["hasNextPage"],
+            ):
+                raise RuntimeError(f"floor a's events(first:100) differs: {floors}")
             plain = post(client, servers["gateway"], sessions_body)
             for kind in ("all", "cwd-all"):
                 if post(client, servers["auth"], sessions_body, tokens[kind]) != plain:
@@ -616,7 +651,7 @@ def measure(engine: str, url: str, quick: bool, tmp: Path) -> list[Row]:
                 loads["events20"].append(wrk(servers["gateway"], events20, seconds, tmp))
 
             print(f"  {engine}: one request at a time ...", flush=True)
-            kinds = ("events100", "none", "all", "cwd-all", "cwd-1in97")
+            kinds = ("events100", "floor-a-events100", "none", "all", "cwd-all", "cwd-1in97")
             single: dict[str, list[float]] = {k: [] for k in kinds}
             single |= {f"{k}-cold": [] for k in kinds} | {"events100-httpx": []}
             lean = OneAtATime()
@@ -631,10 +666,12 @@ def measure(engine: str, url: str, quick: bool, tmp: Path) -> list[Row]:
                 for _ in range(3):  # warm-up
                     post(client, servers["gateway"], events100)
                     lean.seconds(servers["gateway"], events100)
+                    lean.seconds(servers["floor-a"], events100)
                     for kind in ("all", "cwd-all", "cwd-1in97"):
                         lean.seconds(servers["auth"], sessions_body, tokens[kind])
                 for _ in range(singles):  # interleaved
                     pair("events100", servers["gateway"], events100, None)
+                    pair("floor-a-events100", servers["floor-a"], events100, None)
                     single["events100-httpx"].append(
                         one_request(client, servers["gateway"], events100)
                     )
@@ -719,6 +756,16 @@ def rows_of(
             f"{med('events100-httpx') * 1e3:.2f} ms); raw: `{EVENTS_SQL.format(p='?')}` "
             "fetched in process, in a loop",
             verdict(med("events100") / raw100 <= 10),
+        ),
+        Row(
+            f"the same page from floor a, one request / the raw SELECT {e}",
+            f"{med('floor-a-events100') * 1e3:.2f} ms = "
+            f"{med('floor-a-events100') / raw100:.1f}x (gateway / floor a "
+            f"{med('events100') / med('floor-a-events100'):.2f}x)",
+            "report",
+            "as the row above, interleaved with it: Starlette + the raw driver answering the "
+            f"same nodes (`{FLOOR_EVENTS_SQL.format(p='?', n='101')}`, rows to JSON): what one "
+            "HTTP request of this page costs before any GraphQL",
         ),
         Row(
             f"`session(id)` raw SELECT in process {e}",
