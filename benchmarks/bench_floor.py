@@ -15,7 +15,10 @@ Servers, each its own uvicorn child process with the same uvicorn settings
 * gateway: `session-gateway serve` (and `serve --workers 2`, and `serve --auth
   tokens` for the auth rows, tokens made by `session-gateway token create`);
 * floor a: Starlette + the raw driver (one aiosqlite connection / an asyncpg
-  pool), one route that reads the JSON body and runs the SELECT of the header;
+  pool), one route that reads the JSON body and runs the SELECT of the header,
+  or, asked for `events(first:100)`, the SELECT of that page (the gateway's
+  nodes, its `endCursor` the bare seq), timed one request at a time beside the
+  gateway's: what one HTTP request of the page costs before any GraphQL;
 * floor b: Strawberry with `ParserCache` and `ValidationCache`, one resolver, the
   same SELECT.
 Every answer is checked (the same JSON from all three) before any clock starts.
