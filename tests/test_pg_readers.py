@@ -73,6 +73,35 @@ async def test_a_pooled_read_connection_killed_by_the_server_is_replaced_before_
         await db.close()
 
 
+async def test_a_read_connection_lost_in_an_outage_frees_its_one_place_in_the_pool(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """The server stops while a read connection is idle: the next read finds it dead and
+    cannot open a new one. That connection's place is freed once, so the pool counts
+    none open (freed twice, the pool would allow one connection past `PG_READERS`), and
+    reads work again once the server is back."""
+    db = await _stored(postgres_url)
+    readers: Any = db._pg_readers
+    try:
+        assert set(await db.load_headers(["s1"])) == {"s1"}
+        assert readers._open == 1  # one idle connection
+        postgres_server.stop()  # blocks the loop: the idle connection looks alive
+        try:
+            with pytest.raises(Exception):  # noqa: B017 - whatever the outage raises
+                await db.load_headers(["s1"])
+            for _ in range(50):  # the dead connection is ended in a task of its own
+                if not readers._tasks:
+                    break
+                await asyncio.sleep(0.02)
+            assert readers._open == 0
+        finally:
+            postgres_server.start()
+        assert set(await db.load_headers(["s1", "s2"])) == {"s1", "s2"}
+        assert readers._open == 1
+    finally:
+        await db.close()
+
+
 async def test_an_idle_read_connection_holds_no_snapshot_and_close_ends_them(
     postgres_url: str,
 ) -> None:

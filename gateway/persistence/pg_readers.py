@@ -329,29 +329,29 @@ class PgReaders:
         again once on a new one, `memo` emptied (a read question changes nothing, and
         nothing of it was answered yet). When `fn` fails, the connection is ended in a
         task of its own (this one may be cancelled); on `SnapshotMoved` it is given
-        back (`give`), so the question asked again may take it."""
-        conn, was_idle = await self.take()
-        try:
+        back (`give`), so the question asked again may take it. Each connection taken
+        is ended or given back exactly once: its place in the pool is freed once."""
+        fresh = False
+        while True:
+            conn, was_idle = await self.take(fresh=fresh)
             try:
                 if begin:
                     await conn.execute(BEGIN)
                 return await self.run(fn, conn, memo, watch), conn
             except _GONE:
-                self.spawn(self.finish(conn))
-                if not was_idle:
+                if fresh or not was_idle:
+                    self.spawn(self.finish(conn, check=True))
                     raise
-                if memo is not None:
-                    memo.clear()
-                conn, _ = await self.take(fresh=True)
-                if begin:
-                    await conn.execute(BEGIN)
-                return await self.run(fn, conn, memo, watch), conn
-        except SnapshotMoved:  # raised between statements: the connection is sound
-            self.give(conn)
-            raise
-        except BaseException:
-            self.spawn(self.finish(conn, check=True))
-            raise
+                self.spawn(self.finish(conn))  # it died idle: once more, on a new one
+            except SnapshotMoved:  # raised between statements: the connection is sound
+                self.give(conn)
+                raise
+            except BaseException:
+                self.spawn(self.finish(conn, check=True))
+                raise
+            fresh = True
+            if memo is not None:
+                memo.clear()
 
     def give(self, conn: asyncpg.Connection) -> None:
         """Give back a connection that a read left outside any transaction, as it is (no
