@@ -38,6 +38,15 @@ async def _gateway_backends(url: str) -> list[Any]:
         await admin.close()
 
 
+async def ended_in_their_tasks(readers: Any) -> None:
+    """Until the connections `PgReaders` ends in tasks of their own (ROLLBACKs, dead
+    ones) are ended, for at most a second."""
+    for _ in range(50):
+        if not readers._tasks:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def _stored(url: str) -> SqlPersistence:
     await migrate(url)
     db = SqlPersistence(url, connect_timeout=2, statement_timeout=5)
@@ -89,10 +98,7 @@ async def test_a_read_connection_lost_in_an_outage_frees_its_one_place_in_the_po
         try:
             with pytest.raises(Exception):  # noqa: B017 - whatever the outage raises
                 await db.load_headers(["s1"])
-            for _ in range(50):  # the dead connection is ended in a task of its own
-                if not readers._tasks:
-                    break
-                await asyncio.sleep(0.02)
+            await ended_in_their_tasks(readers)  # the dead one is ended in a task
             assert readers._open == 0
         finally:
             postgres_server.start()

@@ -24,6 +24,7 @@ from gateway.persistence import SqlPersistence, migrate
 from gateway.persistence.pg_readers import PgReaders, SnapshotMoved, watched
 from gateway.persistence.tokens import TokenStore
 from gateway.server.auth import token_authenticator
+from tests.test_pg_readers import ended_in_their_tasks
 
 pytestmark = pytest.mark.postgres
 
@@ -310,10 +311,7 @@ async def test_a_rerun_query_closes_both_of_its_snapshots(
     assert len(made) == 2 and [s.moved() for s in made] == [True, False]
     assert all(s._closed for s in made)
     readers: Any = db._pg_readers
-    for _ in range(50):  # the strict one's ROLLBACK runs in a task of its own
-        if not readers._tasks:
-            break
-        await asyncio.sleep(0.02)
+    await ended_in_their_tasks(readers)  # the strict one's ROLLBACK runs in a task
     assert not any(c.is_in_transaction() for c in readers._idle)
     assert len(readers._idle) == readers._open
 
